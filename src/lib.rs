@@ -1,0 +1,2 @@
+//! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
+pub mod numerics;

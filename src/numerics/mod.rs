@@ -1,0 +1,6 @@
+//! Bit-exact numerics (design/numerics.md): formats, unfused products, software transcendentals, canonical sums.
+pub mod formats;
+pub mod math;
+pub mod sum;
+
+pub use formats::*;
