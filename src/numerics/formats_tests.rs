@@ -99,7 +99,7 @@ fn bf16_encode_is_nearest_even_for_every_bf16_tie_class() {
             let want = if ((hi_bits >> 23) & 0xff) == 0xff && (hi_bits & 0x7f_ffff) != 0 {
                 continue;
             } else {
-                let hi = f64::from(f32::from_bits(hi_bits));
+                let hi = if (hi_bits & 0x7fff_ffff) == 0x7f80_0000 { 2f64.powi(128).copysign(lo) } else { f64::from(f32::from_bits(hi_bits)) };
                 let (dl, dh) = ((f64::from(x) - lo).abs(), (hi - f64::from(x)).abs());
                 if dl < dh || (dl == dh && h % 2 == 0) { h } else { h + 1 }
             };
