@@ -1,0 +1,1 @@
+//! The model: config, checkpoints, the tiny checkpoint generator.

@@ -1,0 +1,1 @@
+//! Text: tokenizer, V4.1 chat encoding, engram token map.
