@@ -1,0 +1,80 @@
+//! The wgpu device layer: adapter choice, buffers, the pipeline cache, the recorder, readback, timestamps.
+mod adapter;
+mod buffer;
+mod pipeline;
+mod recorder;
+
+pub use adapter::{list_adapters, AdapterSummary, DeviceChoice};
+pub use buffer::{Buf, SplitBuf, MAX_BINDING_BYTES};
+pub use pipeline::{PipelineKey, Shader};
+pub use recorder::{Arg, Recorder};
+
+use std::sync::Mutex;
+
+/// Errors of the device layer.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no adapter matches --device {0:?}; `lockstep devices` lists them")]
+    NoAdapter(String),
+    #[error("requesting a device from {adapter:?} failed: {source}")]
+    RequestDevice { adapter: String, source: wgpu::RequestDeviceError },
+    #[error("waiting for the device failed: {0}")]
+    Poll(String),
+    #[error("mapping a readback buffer failed")]
+    Map,
+    #[error("kernel {kernel}: {message}")]
+    Shader { kernel: String, message: String },
+    #[error("buffer of {bytes} bytes exceeds what the device allows ({limit} bytes)")]
+    TooBig { bytes: u64, limit: u64 },
+}
+
+/// One opened device with its queue, limits and pipeline cache.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    pub features: wgpu::Features,
+    pipelines: Mutex<pipeline::Cache>,
+}
+
+impl Gpu {
+    /// Opens the adapter chosen by `choice` with its full limits and timestamp queries where offered.
+    pub fn open(choice: &DeviceChoice) -> Result<Gpu, GpuError> {
+        let instance = adapter::instance();
+        let adapter = adapter::choose(&instance, choice)?;
+        let info = adapter.get_info();
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        let features = adapter.features() & wanted;
+        let limits = adapter.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("lockstep"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|source| GpuError::RequestDevice { adapter: info.name.clone(), source })?;
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()) })
+    }
+
+    /// Short description: backend and adapter name.
+    pub fn describe(&self) -> String {
+        format!("backend={} device={:?}", format!("{:?}", self.info.backend).to_lowercase(), self.info.name)
+    }
+
+    /// Whether timestamp queries can time command buffers.
+    pub fn has_timestamps(&self) -> bool {
+        self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+
+    /// Blocks until all submitted work is done.
+    pub fn wait(&self) -> Result<(), GpuError> {
+        self.device
+            .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
+            .map(|_| ())
+            .map_err(|e| GpuError::Poll(e.to_string()))
+    }
+}

@@ -1,0 +1,124 @@
+//! The recorder: many dispatches encoded into one command buffer, submitted once, optionally timed.
+use super::{Buf, Gpu, GpuError, PipelineKey};
+use wgpu::util::DeviceExt;
+
+/// One storage binding of a dispatch: a whole buffer or a byte range of one.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Whole(&'a Buf),
+    Range(&'a Buf, u64, u64),
+}
+
+struct Dispatch {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: [u32; 3],
+}
+
+/// Collects dispatches; `submit` encodes them in one compute pass of one command buffer.
+pub struct Recorder<'g> {
+    gpu: &'g Gpu,
+    dispatches: Vec<Dispatch>,
+}
+
+impl<'g> Recorder<'g> {
+    /// An empty recorder on `gpu`.
+    pub fn new(gpu: &'g Gpu) -> Recorder<'g> {
+        Recorder { gpu, dispatches: Vec::new() }
+    }
+
+    /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
+    pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
+        let pipeline = self.gpu.pipeline(key)?;
+        let mut words = Vec::with_capacity(params.len() + 4);
+        words.push(0u32);
+        words.extend_from_slice(params);
+        words.resize(words.len().div_ceil(4) * 4, 0);
+        let uniform = self.gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(&words),
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() }];
+        for (i, a) in args.iter().enumerate() {
+            let resource = match *a {
+                Arg::Whole(b) => b.buffer.as_entire_binding(),
+                Arg::Range(b, offset, size) => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &b.buffer,
+                    offset,
+                    size: wgpu::BufferSize::new(size),
+                }),
+            };
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
+        }
+        let scope = self.gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let bind_group = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(key.shader.kernel),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            let kernel = format!("{}/{}", key.shader.kernel, key.shader.variant);
+            return Err(GpuError::Shader { kernel, message: e.to_string() });
+        }
+        self.dispatches.push(Dispatch { pipeline, bind_group, groups });
+        Ok(())
+    }
+
+    /// Number of dispatches recorded.
+    pub fn len(&self) -> usize {
+        self.dispatches.len()
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.dispatches.is_empty()
+    }
+
+    /// Encodes and submits everything recorded, then waits; returns the pass's device time in seconds when timestamps exist.
+    pub fn submit(self) -> Result<Option<f64>, GpuError> {
+        let gpu = self.gpu;
+        let timed = gpu.has_timestamps();
+        let queries = timed.then(|| {
+            let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
+            let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            (set, resolve)
+        });
+        let mut enc = gpu.device.create_command_encoder(&Default::default());
+        {
+            let timestamp_writes = queries.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(0),
+                end_of_pass_write_index: Some(1),
+            });
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
+            for d in &self.dispatches {
+                pass.set_pipeline(&d.pipeline);
+                pass.set_bind_group(0, &d.bind_group, &[]);
+                pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+            }
+        }
+        let result = queries.as_ref().map(|(set, resolve)| {
+            enc.resolve_query_set(set, 0..2, resolve, 0);
+            let out = gpu.alloc(16)?;
+            enc.copy_buffer_to_buffer(resolve, 0, &out.buffer, 0, 16);
+            Ok::<Buf, GpuError>(out)
+        });
+        gpu.queue.submit([enc.finish()]);
+        gpu.wait()?;
+        match result {
+            Some(out) => {
+                let t = gpu.read(&out?)?;
+                let t: [u64; 2] = bytemuck::pod_read_unaligned(&t[..16]);
+                let period = f64::from(gpu.queue.get_timestamp_period());
+                Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
+            }
+            None => Ok(None),
+        }
+    }
+}
