@@ -1,5 +1,8 @@
 //! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
+pub mod contract;
 pub mod gpu;
+pub mod kernels;
 pub mod model;
 pub mod numerics;
 pub mod text;
+pub mod bench;

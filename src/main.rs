@@ -1,1 +1,107 @@
-fn main() {}
+//! The `lockstep` command line: devices, contract, bench, make-tiny.
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use lockstep::contract::{run_contract, ContractOptions};
+use lockstep::gpu::{list_adapters, DeviceChoice, Gpu};
+
+#[derive(Parser)]
+#[command(name = "lockstep", version, about = "DeepSeek-V4.1-Flash with the same bits on every device")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the adapters wgpu can see.
+    Devices,
+    /// Prove every registered kernel on a device: gates 1-4, planted controls, limits.
+    Contract {
+        /// Only kernels whose name contains this.
+        #[arg(long)]
+        only: Option<String>,
+        /// Adapter: index, name substring, backend name, or `cpu` (default: LOCKSTEP_DEVICE, else the first GPU).
+        #[arg(long)]
+        device: Option<String>,
+        /// Print one hash over every kernel's outputs on a fixed seed.
+        #[arg(long)]
+        hash: bool,
+        /// Fewer rows per case (chosen automatically on CPU adapters such as lavapipe).
+        #[arg(long)]
+        quick: bool,
+        /// Seed for random inputs (default: from the clock, printed).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// GEMM bandwidth and FLOP rate at the model's decode and prefill shapes.
+    Kernels {
+        #[arg(long)]
+        device: Option<String>,
+        /// Timed repetitions per shape.
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// Only shapes whose label contains this.
+        #[arg(long)]
+        only: Option<String>,
+    },
+}
+
+fn open_gpu(device: Option<&str>) -> Result<Option<Gpu>> {
+    match DeviceChoice::from_flag_or_env(device) {
+        DeviceChoice::Cpu => Ok(None),
+        choice => Ok(Some(Gpu::open(&choice).context("opening the device")?)),
+    }
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Devices => {
+            let list = list_adapters();
+            if list.is_empty() {
+                println!("no adapters (install a Vulkan driver, e.g. mesa-vulkan-drivers for lavapipe)");
+            }
+            for a in list {
+                println!(
+                    "[{}] {} | backend={} type={} driver={:?} subgroups={}..{} shader-f16={} max-storage-binding={} B",
+                    a.index, a.name, a.backend, a.device_type, a.driver, a.subgroup_sizes.0, a.subgroup_sizes.1, a.shader_f16, a.max_storage_binding
+                );
+            }
+            println!("[cpu] CPU oracle");
+        }
+        Command::Contract { only, device, hash, quick, seed } => {
+            let gpu = open_gpu(device.as_deref())?;
+            let auto_quick = gpu.as_ref().is_some_and(|g| g.info.device_type == wgpu::DeviceType::Cpu);
+            let seed = seed.unwrap_or_else(|| {
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+            });
+            if let Some(g) = &gpu {
+                println!("contract on {} driver={:?}", g.describe(), g.info.driver_info);
+            }
+            let opts = ContractOptions { only, quick: quick || auto_quick, hash, seed };
+            let kernels = lockstep::kernels::registry();
+            let summary = run_contract(gpu.as_ref(), &kernels, &opts)?;
+            println!("{summary}");
+            if let Some(h) = &summary.hash {
+                println!("HASH {h}");
+            }
+            if !summary.ok() {
+                bail!("the contract failed");
+            }
+        }
+        Command::Bench { what: BenchWhat::Kernels { device, reps, only } } => {
+            let gpu = open_gpu(device.as_deref())?.context("bench needs a GPU adapter")?;
+            lockstep::bench::kernels(&gpu, reps, only.as_deref())?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! Runs gates 1-4 and the planted controls for every registered kernel on one device (or the CPU oracle).
+use super::report::{KernelLine, Summary};
+use super::{probe_fusion, Case, Inputs, Kernel, Outputs, Rng};
+use crate::gpu::{Gpu, GpuError};
+use sha2::{Digest, Sha256};
+use std::time::Instant;
+
+/// What to run.
+#[derive(Clone, Debug, Default)]
+pub struct ContractOptions {
+    /// Only kernels whose name contains this.
+    pub only: Option<String>,
+    /// Fewer rows per case (slow devices); forced on by `hash` so every device hashes the same cases.
+    pub quick: bool,
+    /// Compute one hash over every kernel's outputs on a fixed seed instead of a random one.
+    pub hash: bool,
+    /// Seed for random inputs; printed so a failure can be replayed.
+    pub seed: u64,
+}
+
+/// The fixed seed of `--hash`.
+pub const HASH_SEED: u64 = 0x10c5_7e90_0000_0001;
+
+fn case_rng(seed: u64, kernel: &str, index: usize) -> Rng {
+    let mut h = seed ^ 0x51_7cc1_b727_220a_95;
+    for b in kernel.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    Rng::new(h ^ (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// Gate 1: worst error over bound (0 when exact, infinite for a NaN or a miss against a zero bound).
+pub(crate) fn margin(values: &[f64], reference: &[f64], bound: &[f64]) -> f64 {
+    if values.len() != reference.len() {
+        return f64::INFINITY;
+    }
+    let mut worst = 0.0f64;
+    for ((&v, &r), &b) in values.iter().zip(reference).zip(bound) {
+        let err = if v == r || (v.is_infinite() && v == r) { 0.0 } else { (v - r).abs() };
+        let m = if err == 0.0 {
+            0.0
+        } else if b > 0.0 {
+            err / b
+        } else {
+            f64::INFINITY
+        };
+        if m.is_nan() || v.is_nan() {
+            return f64::INFINITY;
+        }
+        worst = worst.max(m);
+    }
+    worst
+}
+
+fn rows_of(out: &Outputs, words: &[usize], lo: usize, hi: usize) -> Outputs {
+    out.iter().zip(words).map(|(o, &w)| o[lo * w..hi * w].to_vec()).collect()
+}
+
+/// The row subsets gate 3 runs: single rows and batches at several offsets.
+fn subsets(rows: usize) -> Vec<(usize, usize)> {
+    let mut s = vec![(0, 1), (rows - 1, rows), (rows / 2, rows / 2 + 1)];
+    for len in [2usize, 3, 5, 8] {
+        for lo in [0, 1, rows.saturating_sub(len)] {
+            if len < rows && lo + len <= rows {
+                s.push((lo, lo + len));
+            }
+        }
+    }
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+struct CaseRun {
+    case: Case,
+    inputs: Inputs,
+    oracle: Outputs,
+    reference: Vec<f64>,
+    bound: Vec<f64>,
+}
+
+fn prepare(k: &dyn Kernel, case: Case, seed: u64, index: usize) -> CaseRun {
+    let mut rng = case_rng(seed, k.name(), index);
+    let inputs = k.inputs(&case, &mut rng);
+    let oracle = k.oracle(&case, &inputs);
+    let reference = k.reference(&case, &inputs);
+    let bound = k.bound(&case, &inputs, &reference);
+    CaseRun { case, inputs, oracle, reference, bound }
+}
+
+/// Gate results of one variant on one case: (gate1 margin, gate 2 ok, gate 3 ok, outputs).
+fn gates_123(gpu: &Gpu, k: &dyn Kernel, variant: &str, c: &CaseRun, control: u32) -> Result<(f64, bool, bool, Outputs), GpuError> {
+    let out = k.run(gpu, variant, &c.case, &c.inputs, control)?;
+    let m = margin(&k.values(&c.case, &out), &c.reference, &c.bound);
+    let g2 = out == c.oracle;
+    let mut g3 = k.run(gpu, variant, &c.case, &c.inputs, control)? == out;
+    if g3 && k.row_invariant() && c.case.rows > 1 {
+        let words = k.out_row_words(&c.case);
+        for (lo, hi) in subsets(c.case.rows) {
+            let mut sub = c.case.clone();
+            sub.rows = hi - lo;
+            if !k.supports(variant, &sub) {
+                continue;
+            }
+            if k.run(gpu, variant, &sub, &c.inputs.rows(lo, hi), control)? != rows_of(&out, &words, lo, hi) {
+                g3 = false;
+                break;
+            }
+        }
+    }
+    Ok((m, g2, g3, out))
+}
+
+/// Runs the contract on `gpu` (or on the CPU oracle when `gpu` is None) and returns the summary.
+pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractOptions) -> Result<Summary, GpuError> {
+    let seed = if opts.hash { HASH_SEED } else { opts.seed };
+    let quick = opts.quick || opts.hash;
+    let fusion = match gpu {
+        Some(g) => Some(probe_fusion(g)?),
+        None => None,
+    };
+    let mut summary = Summary::new(gpu, seed, fusion.as_ref());
+    let mut hasher = Sha256::new();
+    for &k in kernels {
+        if let Some(p) = &opts.only {
+            if !k.name().contains(p.as_str()) {
+                continue;
+            }
+        }
+        let t0 = Instant::now();
+        let runs: Vec<CaseRun> = k.cases(quick).into_iter().enumerate().map(|(i, c)| prepare(k, c, seed, i)).collect();
+        let Some(gpu) = gpu else {
+            let mut line = KernelLine::new(k.name(), "oracle");
+            for c in &runs {
+                line.cases += 1;
+                line.margin = line.margin.max(margin(&k.values(&c.case, &c.oracle), &c.reference, &c.bound));
+                for o in &c.oracle {
+                    hasher.update(bytemuck::cast_slice::<u32, u8>(o));
+                }
+            }
+            line.pass = line.margin <= 1.0;
+            line.gate_ms = t0.elapsed().as_secs_f64() * 1e3;
+            summary.push(line);
+            continue;
+        };
+        let mut reference_outputs: Vec<Option<Outputs>> = vec![None; runs.len()];
+        for (vi, &variant) in k.variants().iter().enumerate() {
+            let mut line = KernelLine::new(k.name(), variant);
+            line.limit_problems = summary.check_limits(gpu, k.footprint(variant));
+            let t = Instant::now();
+            for (ci, c) in runs.iter().enumerate() {
+                if !k.supports(variant, &c.case) {
+                    continue;
+                }
+                let (m, g2, g3, out) = gates_123(gpu, k, variant, c, 0)?;
+                line.cases += 1;
+                line.margin = line.margin.max(m);
+                line.fail_gate(1, m > 1.0, &c.case.label);
+                line.fail_gate(2, !g2, &c.case.label);
+                line.fail_gate(3, !g3, &c.case.label);
+                if vi == 0 {
+                    for o in &out {
+                        hasher.update(bytemuck::cast_slice::<u32, u8>(o));
+                    }
+                    reference_outputs[ci] = Some(out);
+                } else if let Some(r) = &reference_outputs[ci] {
+                    line.fail_gate(4, *r != out, &c.case.label);
+                }
+            }
+            line.gate_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let control_runs: Vec<&CaseRun> = runs.iter().filter(|c| k.supports(variant, &c.case) && !c.case.edge).take(2).collect();
+            for ctl in k.controls() {
+                if ctl.needs_fusion && !fusion.as_ref().is_some_and(|f| f.plain_fuses) {
+                    line.controls_na += 1;
+                    continue;
+                }
+                let mut red = false;
+                for c in &control_runs {
+                    let (m, g2, g3, _) = gates_123(gpu, k, variant, c, ctl.id)?;
+                    if m > 1.0 || !g2 || !g3 {
+                        red = true;
+                        break;
+                    }
+                }
+                if red {
+                    line.controls_red += 1;
+                } else {
+                    line.missed.push(ctl.name);
+                }
+            }
+            line.control_ms = t.elapsed().as_secs_f64() * 1e3;
+            line.pass = line.failures.is_empty();
+            summary.push(line);
+        }
+    }
+    summary.hash = opts.hash.then(|| format!("{:x}", hasher.finalize()));
+    Ok(summary)
+}

@@ -1,0 +1,153 @@
+//! The kernel contract (design/kernel-contract.md): registrations, gates 1-4, planted controls, limits, SUMMARY.
+mod gates;
+mod probe;
+mod report;
+mod rng;
+
+pub use gates::{run_contract, ContractOptions};
+pub use probe::{probe_fusion, FusionProbe};
+pub use report::Summary;
+pub use rng::Rng;
+
+use crate::gpu::{Gpu, GpuError};
+
+/// One shape a kernel is run at.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub label: String,
+    pub rows: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Inputs are edge values rather than random ones.
+    pub edge: bool,
+}
+
+impl Case {
+    /// A random-input case of `rows` rows and dimensions `n`, `k`.
+    pub fn new(label: &str, rows: usize, n: usize, k: usize) -> Case {
+        Case { label: label.to_string(), rows, n, k, edge: false }
+    }
+
+    /// The same case with edge inputs.
+    pub fn edge(mut self) -> Case {
+        self.edge = true;
+        self.label.push_str("/edge");
+        self
+    }
+}
+
+/// One input tensor: its bytes, and its row stride in bytes when it is split by rows.
+#[derive(Clone, Debug)]
+pub struct Data {
+    pub bytes: Vec<u8>,
+    pub row_bytes: Option<usize>,
+}
+
+impl Data {
+    /// Per-row data of f32 values.
+    pub fn rows_f32(v: &[f32], per_row: usize) -> Data {
+        Data { bytes: bytemuck::cast_slice(v).to_vec(), row_bytes: Some(per_row * 4) }
+    }
+
+    /// Data shared by every row (weights).
+    pub fn shared(bytes: Vec<u8>) -> Data {
+        Data { bytes, row_bytes: None }
+    }
+
+    /// The values as f32 (the bytes must hold whole words).
+    pub fn f32s(&self) -> Vec<f32> {
+        bytemuck::pod_collect_to_vec(&self.bytes)
+    }
+}
+
+/// The inputs of one case.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    pub data: Vec<Data>,
+}
+
+impl Inputs {
+    /// Rows `lo..hi` of every per-row input; shared inputs unchanged.
+    pub fn rows(&self, lo: usize, hi: usize) -> Inputs {
+        let data = self
+            .data
+            .iter()
+            .map(|d| match d.row_bytes {
+                Some(rb) => Data { bytes: d.bytes[lo * rb..hi * rb].to_vec(), row_bytes: Some(rb) },
+                None => d.clone(),
+            })
+            .collect();
+        Inputs { data }
+    }
+}
+
+/// Outputs as 32-bit words, one vector per output tensor.
+pub type Outputs = Vec<Vec<u32>>;
+
+/// A planted defect selected by the override constant `CONTROL`.
+#[derive(Clone, Copy, Debug)]
+pub struct Control {
+    pub id: u32,
+    pub name: &'static str,
+    /// Aimed at a device that contracts unguarded products: `n/a` where the device does not.
+    pub needs_fusion: bool,
+}
+
+impl Control {
+    /// A control every device must catch.
+    pub const fn new(id: u32, name: &'static str) -> Control {
+        Control { id, name, needs_fusion: false }
+    }
+
+    /// A control only a fusing device can catch.
+    pub const fn fusion(id: u32, name: &'static str) -> Control {
+        Control { id, name, needs_fusion: true }
+    }
+}
+
+/// Workgroup resources a variant uses, checked against the portability baseline and the device.
+#[derive(Clone, Copy, Debug)]
+pub struct Footprint {
+    pub workgroup_size: u32,
+    pub workgroup_bytes: u32,
+    pub bindings: u32,
+}
+
+/// A registered kernel: the op, its oracle, its f64 reference, its bound, its shapes, its variants and controls.
+pub trait Kernel: Sync {
+    /// Registered name, e.g. `gemm_e4m3`.
+    fn name(&self) -> &'static str;
+    /// Variants; the first is the WGSL reference the others must equal.
+    fn variants(&self) -> &'static [&'static str];
+    /// Whether `variant` handles `case` (fast paths may cover a range of rows only).
+    fn supports(&self, _variant: &str, _case: &Case) -> bool {
+        true
+    }
+    /// Shapes: the model's real ones, the tiny model's, awkward ones; fewer rows when `quick`.
+    fn cases(&self, quick: bool) -> Vec<Case>;
+    /// Random (or edge) inputs for a case.
+    fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs;
+    /// Output words per row, per output tensor (for slicing rows in gate 3).
+    fn out_row_words(&self, case: &Case) -> Vec<usize>;
+    /// The CPU oracle: the bits every implementation must produce.
+    fn oracle(&self, case: &Case, inputs: &Inputs) -> Outputs;
+    /// The f64 reference values, in the order `values` decodes outputs.
+    fn reference(&self, case: &Case, inputs: &Inputs) -> Vec<f64>;
+    /// Per-element error bound for gate 1.
+    fn bound(&self, case: &Case, inputs: &Inputs, reference: &[f64]) -> Vec<f64>;
+    /// Output words decoded to the values gate 1 compares with the reference.
+    fn values(&self, case: &Case, outputs: &Outputs) -> Vec<f64>;
+    /// Runs `variant` on the device with control `control` (0 = none), outputs poisoned before the dispatch.
+    fn run(&self, gpu: &Gpu, variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError>;
+    /// The planted controls.
+    fn controls(&self) -> &'static [Control];
+    /// Workgroup resources of a variant.
+    fn footprint(&self, variant: &str) -> Footprint;
+    /// Whether rows are independent (gate 3 splits them); false for ops that reduce over rows.
+    fn row_invariant(&self) -> bool {
+        true
+    }
+}
+
+/// The word every output is filled with before a dispatch: a NaN as f32, out of range as an index.
+pub const POISON: u32 = 0x7fc0_dead;

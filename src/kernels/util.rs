@@ -1,0 +1,55 @@
+//! Helpers shared by kernel registrations: unit roundoff bounds, output buffers, random formats.
+use crate::contract::{Outputs, Rng, POISON};
+use crate::gpu::{Buf, Gpu, GpuError};
+
+/// Unit roundoff of f32.
+pub const U: f64 = 1.0 / 16_777_216.0;
+
+/// gamma_n = n u / (1 - n u): the classic bound factor for n rounded operations.
+pub fn gamma(n: usize) -> f64 {
+    let nu = n as f64 * U;
+    nu / (1.0 - nu)
+}
+
+/// Additions on the longest path of a canonical sum of `len` terms (block, segment, total) plus the scaling.
+pub fn canonical_depth(len: usize) -> usize {
+    let nb = len.div_ceil(32);
+    32 + 8 + nb.div_ceil(8) + 1
+}
+
+/// An output buffer of `words` 32-bit words filled with the NaN poison.
+pub fn poisoned(gpu: &Gpu, words: usize) -> Result<Buf, GpuError> {
+    let b = gpu.alloc(words as u64 * 4)?;
+    gpu.fill_u32(&b, POISON);
+    Ok(b)
+}
+
+/// Reads output buffers back, each truncated to its word count.
+pub fn read_outputs(gpu: &Gpu, bufs: &[(&Buf, usize)]) -> Result<Outputs, GpuError> {
+    bufs.iter().map(|(b, n)| Ok(gpu.read_u32(b)?[..*n].to_vec())).collect()
+}
+
+/// f32 words as f64 values.
+pub fn f64s(words: &[u32]) -> Vec<f64> {
+    words.iter().map(|&w| f64::from(f32::from_bits(w))).collect()
+}
+
+/// f32 values as words.
+pub fn words(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// A random finite e4m3 code (never NaN), full range.
+pub fn e4m3_code(rng: &mut Rng) -> u8 {
+    loop {
+        let c = rng.next_u32() as u8;
+        if c & 0x7f != 0x7f {
+            return c;
+        }
+    }
+}
+
+/// A random bf16 value of about `scale` magnitude, as f32.
+pub fn bf16_normal(rng: &mut Rng, scale: f32) -> f32 {
+    crate::numerics::round_bf16(rng.normal() * scale)
+}
