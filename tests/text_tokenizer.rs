@@ -1,0 +1,155 @@
+//! Integration tests of the tokenizer, streaming detokenizer and engram token map on the real V4.1 tokenizer.json.
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use lockstep::text::{find_tokenizer_json, Detokenizer, TokenMap, Tokenizer};
+
+/// The real tokenizer, fetched with scripts/fetch_tokenizer.sh when neither the env var nor the cache has it.
+fn tokenizer() -> &'static Tokenizer {
+    static TOK: OnceLock<Tokenizer> = OnceLock::new();
+    TOK.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let path = find_tokenizer_json(root).unwrap_or_else(|| fetch(root));
+        Tokenizer::from_file(&path).expect("load tokenizer.json")
+    })
+}
+
+fn fetch(root: &Path) -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts/fetch_tokenizer.sh"))
+        .output()
+        .expect("run scripts/fetch_tokenizer.sh");
+    assert!(out.status.success(), "fetch_tokenizer.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+#[test]
+fn special_token_ids_are_the_known_v41_ids() {
+    let s = tokenizer().special();
+    assert_eq!((s.bos, s.eos, s.pad), (0, 1, 2));
+    assert_eq!((s.user, s.assistant), (128803, 128804));
+    assert_eq!((s.think_start, s.think_end), (128821, 128822));
+    assert_eq!(s.system, 128799, "<｜System｜> doubles as the DSpark noise token");
+    assert_eq!(s.image, 129264);
+    assert_eq!(s.dsml, 128825);
+    assert_eq!(s.latest_reminder, 128828);
+    assert_eq!(s.tasks, [128829, 128830, 128831, 128832, 128836, 128845]);
+    assert_eq!(tokenizer().vocab_size(), 129280);
+}
+
+#[test]
+fn special_tokens_encode_atomically_and_no_bos_is_added() {
+    let tok = tokenizer();
+    let s = tok.special();
+    let ids = tok.encode("<｜User｜>hi<｜Assistant｜><think>").unwrap();
+    assert_eq!(ids.first(), Some(&s.user));
+    assert_eq!(&ids[ids.len() - 2..], &[s.assistant, s.think_start]);
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    let sys = tok.encode("<｜begin▁of▁sentence｜><｜System｜>x").unwrap();
+    assert_eq!(&sys[..2], &[s.bos, s.system]);
+    let dsml = tok.encode("<｜DSML｜ invoke name=\"f\">").unwrap();
+    assert_eq!(dsml.iter().filter(|&&i| i == s.dsml).count(), 1, "{dsml:?}");
+    assert!(!tok.encode("plain text").unwrap().contains(&s.bos));
+}
+
+#[test]
+fn encode_decode_round_trips_mixed_scripts_and_whitespace() {
+    let tok = tokenizer();
+    for text in ["Hello, world!", "  leading and trailing  ", "毕老师！1 + 1 = 2", "emoji 🦀 and é\n\ttabs", "12345678"]
+    {
+        let ids = tok.encode(text).unwrap();
+        assert_eq!(tok.decode(&ids, false).unwrap(), text);
+    }
+}
+
+#[test]
+fn skip_special_tokens_drops_bos_eos_but_keeps_the_image_and_role_tokens() {
+    let tok = tokenizer();
+    let s = tok.special();
+    let mut ids = vec![s.bos, s.user];
+    ids.extend(tok.encode("look").unwrap());
+    ids.extend([s.image, s.image, s.eos]);
+    assert_eq!(
+        tok.decode(&ids, false).unwrap(),
+        "<｜begin▁of▁sentence｜><｜User｜>look<｜deepseek_image｜><｜deepseek_image｜><｜end▁of▁sentence｜>"
+    );
+    assert_eq!(tok.decode(&ids, true).unwrap(), "<｜User｜>look<｜deepseek_image｜><｜deepseek_image｜>");
+}
+
+#[test]
+fn decode_rejects_ids_outside_the_vocabulary() {
+    assert!(tokenizer().decode(&[5, 129280], false).is_err());
+}
+
+#[test]
+fn detokenizer_emits_only_complete_utf8_and_reassembles_the_text() {
+    let tok = tokenizer();
+    let text = "Grüße 🦀🦀 中文测试 done.";
+    let ids = tok.encode(text).unwrap();
+    // the crab emoji is split over byte tokens, so some pushes must hold text back
+    let mut d = Detokenizer::new(false);
+    let mut out = String::new();
+    let mut held = 0;
+    for &id in &ids {
+        let piece = d.push(tok, id).unwrap();
+        assert!(!piece.contains('\u{FFFD}'), "partial UTF-8 leaked: {piece:?}");
+        held += usize::from(piece.is_empty());
+        out.push_str(&piece);
+    }
+    out.push_str(&d.finish(tok).unwrap());
+    assert_eq!(out, text);
+    assert!(held > 0, "expected at least one held-back byte token in {ids:?}");
+}
+
+#[test]
+fn detokenizer_skips_special_tokens_when_asked_and_flushes_a_dangling_byte() {
+    let tok = tokenizer();
+    let s = tok.special();
+    let mut ids = vec![s.bos];
+    ids.extend(tok.encode("ok🦀").unwrap());
+    ids.push(s.eos);
+    let mut d = Detokenizer::new(true);
+    let out: String = ids.iter().map(|&id| d.push(tok, id).unwrap()).collect();
+    assert_eq!(out + &d.finish(tok).unwrap(), "ok🦀");
+    // a stream cut inside the emoji: nothing partial before finish, U+FFFD after
+    let crab = tok.encode("🦀").unwrap();
+    assert!(crab.len() > 1, "{crab:?}");
+    let mut d = Detokenizer::new(false);
+    assert_eq!(d.push(tok, crab[0]).unwrap(), "");
+    assert_eq!(d.pending(), 1);
+    assert!(d.finish(tok).unwrap().contains('\u{FFFD}'));
+}
+
+#[test]
+fn engram_token_map_has_99092_classes_and_matches_the_reference_fingerprint() {
+    let map = TokenMap::build(tokenizer()).unwrap();
+    assert_eq!(map.classes_of.len(), 129280);
+    assert_eq!(map.classes, 99_092);
+    map.check_classes(99_092).unwrap();
+    assert_eq!(map.class(2), Some(2), "pad's class pads engram n-grams");
+    // classes are dense and numbered in first-seen order of token id
+    let mut next = 0u32;
+    for &c in &map.classes_of {
+        assert!(c <= next);
+        next = next.max(c + 1);
+    }
+    // sha256 of the class array as little-endian u32, from the Python reference build_compressed_token_map
+    use sha2::{Digest, Sha256};
+    let bytes: Vec<u8> = map.classes_of.iter().flat_map(|c| c.to_le_bytes()).collect();
+    let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(digest, "c60a86322ec17b4142bfef3c57a8d81fb428550cdf487f88a4320cb59fe46481");
+}
+
+#[test]
+fn engram_token_map_folds_case_and_leading_space_variants_together() {
+    let tok = tokenizer();
+    let map = TokenMap::build(tok).unwrap();
+    let class = |s: &str| {
+        let ids = tok.encode(s).unwrap();
+        assert_eq!(ids.len(), 1, "{s:?} is not one token: {ids:?}");
+        map.class(ids[0]).unwrap()
+    };
+    assert_eq!(class(" The"), class("the"));
+    assert_eq!(class("THE"), class("the"));
+    assert_ne!(class("the"), class("them"));
+}
