@@ -5,7 +5,7 @@ mod report;
 mod rng;
 
 pub use gates::{run_contract, ContractOptions};
-pub use probe::{probe_fusion, FusionProbe};
+pub use probe::{fusion_inputs, probe_fusion, FusionProbe, PROBE_SHADER};
 pub use report::Summary;
 pub use rng::Rng;
 

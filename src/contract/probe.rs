@@ -2,7 +2,7 @@
 use crate::gpu::{Arg, Gpu, GpuError, PipelineKey, Recorder, Shader};
 use std::fmt;
 
-const PROBE: Shader = Shader { kernel: "probe_fusion", variant: "wgsl", source: include_str!("../../wgsl/probe_fusion.wgsl") };
+pub const PROBE_SHADER: Shader = Shader { kernel: "probe_fusion", variant: "wgsl", source: include_str!("../../wgsl/probe_fusion.wgsl") };
 
 /// What the probe saw on 4096 inputs chosen so that the fused and unfused results differ.
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ pub fn probe_fusion(gpu: &Gpu) -> Result<FusionProbe, GpuError> {
     gpu.fill_u32(&out, super::POISON);
     let mut rec = Recorder::new(gpu);
     let n = triples.len() as u32;
-    rec.dispatch(&PipelineKey::new(PROBE, &[]), &[n], &[Arg::Whole(&input), Arg::Whole(&out)], [n.div_ceil(64), 1, 1])?;
+    rec.dispatch(&PipelineKey::new(PROBE_SHADER, &[]), &[n], &[Arg::Whole(&input), Arg::Whole(&out)], [n.div_ceil(64), 1, 1])?;
     rec.submit()?;
     let got = gpu.read_u32(&out)?;
     let mut plain_fuses = false;

@@ -25,7 +25,7 @@ const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST);
 
 fn padded(n: u64) -> u64 {
-    n.max(4).div_ceil(4) * 4
+    n.max(16).div_ceil(16) * 16
 }
 
 impl Gpu {
@@ -34,7 +34,7 @@ impl Gpu {
         self.limits.max_storage_buffer_binding_size.min(MAX_BINDING_BYTES)
     }
 
-    /// An uninitialised storage buffer of `bytes` (rounded up to 4).
+    /// An uninitialised storage buffer of `bytes` (rounded up to 16).
     pub fn alloc(&self, bytes: u64) -> Result<Buf, GpuError> {
         let size = padded(bytes);
         if size > self.max_binding() {
@@ -49,7 +49,7 @@ impl Gpu {
         Ok(Buf { buffer, bytes: size })
     }
 
-    /// A storage buffer holding `data` (zero-padded to 4 bytes).
+    /// A storage buffer holding `data` (zero-padded to 16 bytes).
     pub fn upload(&self, data: &[u8]) -> Result<Buf, GpuError> {
         let size = padded(data.len() as u64);
         if size > self.max_binding() {

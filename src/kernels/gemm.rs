@@ -72,6 +72,11 @@ const SHADERS: [[Shader; 3]; 3] = [
     [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv"), gemm_shader!("gemm_e2m1", "e2m1", "tiled")],
 ];
 
+/// The nine GEMM shaders (format x variant).
+pub fn shaders() -> [Shader; 9] {
+    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2], SHADERS[2][0], SHADERS[2][1], SHADERS[2][2]]
+}
+
 /// Bytes of one weight row of K elements.
 pub fn row_bytes(fmt: WeightFormat, k: usize) -> usize {
     match fmt {

@@ -1,0 +1,154 @@
+//! Lint: no banned built-ins in any shader (rule N5), checked on naga's IR with types; no source file over 600 lines.
+use lockstep::gpu::WGSL_LIB;
+use std::path::Path;
+use wgpu::naga::{self, BinaryOperator, Expression, MathFunction, ScalarKind, Statement, SubgroupOperation, TypeInner};
+
+const BANNED_MATH: &[MathFunction] = &[
+    MathFunction::Exp,
+    MathFunction::Exp2,
+    MathFunction::Log,
+    MathFunction::Log2,
+    MathFunction::Pow,
+    MathFunction::Sqrt,
+    MathFunction::InverseSqrt,
+    MathFunction::Sin,
+    MathFunction::Cos,
+    MathFunction::Tan,
+    MathFunction::Sinh,
+    MathFunction::Cosh,
+    MathFunction::Tanh,
+    MathFunction::Asin,
+    MathFunction::Acos,
+    MathFunction::Atan,
+    MathFunction::Atan2,
+    MathFunction::Asinh,
+    MathFunction::Acosh,
+    MathFunction::Atanh,
+    MathFunction::Dot,
+    MathFunction::Length,
+    MathFunction::Distance,
+    MathFunction::Normalize,
+    MathFunction::Mix,
+    MathFunction::SmoothStep,
+    MathFunction::Refract,
+    MathFunction::Reflect,
+    MathFunction::FaceForward,
+];
+
+fn is_float(inner: &TypeInner) -> bool {
+    inner.scalar_kind() == Some(ScalarKind::Float)
+}
+
+fn walk_block(block: &naga::Block, out: &mut Vec<String>) {
+    for s in block.iter() {
+        match s {
+            Statement::SubgroupCollectiveOperation { op: SubgroupOperation::Add | SubgroupOperation::Mul, .. } => {
+                out.push("subgroup arithmetic reduction".into())
+            }
+            Statement::Block(b) => walk_block(b, out),
+            Statement::If { accept, reject, .. } => {
+                walk_block(accept, out);
+                walk_block(reject, out);
+            }
+            Statement::Loop { body, continuing, .. } => {
+                walk_block(body, out);
+                walk_block(continuing, out);
+            }
+            Statement::Switch { cases, .. } => cases.iter().for_each(|c| walk_block(&c.body, out)),
+            _ => {}
+        }
+    }
+}
+
+/// Banned operations in one WGSL module (the library prepended), found on the validated IR.
+fn banned_in(source: &str) -> Result<Vec<String>, String> {
+    let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::all())
+        .validate(&module)
+        .map_err(|e| format!("{e:?}"))?;
+    let mut out = Vec::new();
+    let mut check = |f: &naga::Function, fi: &naga::valid::FunctionInfo| {
+        for (h, e) in f.expressions.iter() {
+            match e {
+                Expression::Math { fun, .. } if BANNED_MATH.contains(fun) => out.push(format!("{fun:?} in {:?}", f.name)),
+                Expression::Binary { op: BinaryOperator::Divide | BinaryOperator::Modulo, .. } if is_float(fi[h].ty.inner_with(&module.types)) => {
+                    out.push(format!("float division in {:?}", f.name))
+                }
+                _ => {}
+            }
+        }
+        walk_block(&f.body, &mut out);
+    };
+    for (h, f) in module.functions.iter() {
+        check(f, &info[h]);
+    }
+    for (i, ep) in module.entry_points.iter().enumerate() {
+        check(&ep.function, info.get_entry_point(i));
+    }
+    Ok(out)
+}
+
+#[test]
+fn every_shader_is_free_of_banned_builtins_and_float_division() {
+    let shaders = lockstep::kernels::shaders::all();
+    assert!(shaders.len() > 10);
+    for s in shaders {
+        let src = format!("{WGSL_LIB}{}", s.source);
+        let banned = banned_in(&src).unwrap_or_else(|e| panic!("{}/{} does not parse: {e}", s.kernel, s.variant));
+        assert!(banned.is_empty(), "{}/{} uses banned operations: {banned:?}", s.kernel, s.variant);
+    }
+}
+
+#[test]
+fn the_lint_catches_planted_banned_operations() {
+    let planted = [
+        "fn f(x: f32) -> f32 { return exp(x); }",
+        "fn f(x: f32, y: f32) -> f32 { return x / y; }",
+        "fn f(x: vec2<f32>) -> f32 { return dot(x, x); }",
+        "fn f(x: f32) -> f32 { return inverseSqrt(x); }",
+    ];
+    for p in planted {
+        assert!(!banned_in(&format!("{WGSL_LIB}{p}")).unwrap().is_empty(), "missed: {p}");
+    }
+    assert!(banned_in(&format!("{WGSL_LIB}fn f(x: u32, y: u32) -> u32 {{ return x / y; }}")).unwrap().is_empty());
+}
+
+fn each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            each_file(&p, f);
+        } else {
+            f(&p);
+        }
+    }
+}
+
+#[test]
+fn no_source_file_exceeds_600_lines_and_msl_has_no_banned_builtins() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut long = Vec::new();
+    let mut msl = Vec::new();
+    for d in ["src", "wgsl", "msl", "tests", "benches", "scripts"] {
+        each_file(&root.join(d), &mut |p| {
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !["rs", "wgsl", "metal", "py", "sh"].contains(&ext) && !p.starts_with(root.join("scripts")) {
+                return;
+            }
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            if text.lines().count() > 600 {
+                long.push(p.display().to_string());
+            }
+            if ext == "metal" {
+                for bad in ["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "fast::", "dot("] {
+                    if text.lines().any(|l| !l.trim_start().starts_with("//") && l.contains(bad) && !l.contains(&format!("ls_{bad}"))) {
+                        msl.push(format!("{} uses {bad}", p.display()));
+                    }
+                }
+            }
+        });
+    }
+    assert!(long.is_empty(), "files over 600 lines: {long:?}");
+    assert!(msl.is_empty(), "{msl:?}");
+}

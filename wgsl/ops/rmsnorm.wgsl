@@ -1,0 +1,36 @@
+// RMSNorm y = w * (x * rsqrt(mean(x^2) + eps)): squares unfused, canonical sum, times host 1/D; = kernels::ops::rmsnorm.
+override CONTROL: u32 = 0u;
+struct Params { zero: u32, m: u32, d: u32, inv_d: f32, eps: f32, bf16_out: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+    LS_ZERO = P.zero;
+    let row = wid.x;
+    let nb = (P.d + 31u) >> 5u;
+    var src = row;
+    if (CONTROL == 5u) { src = min(row + 1u, P.m - 1u); }
+    let last = select(nb, nb - 1u, CONTROL == 1u);
+    for (var b = lid; b < nb; b += 256u) {
+        var acc = 0.0;
+        if (b < last) {
+            for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
+                let v = x[src * P.d + i];
+                if (CONTROL == 3u) { acc = acc + v * v; } else { acc = acc + mul_rn(v, v); }
+            }
+        }
+        red[b] = acc;
+    }
+    let total = canonical_total(nb, lid, CONTROL == 2u);
+    let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
+    for (var i = lid; i < P.d; i += 256u) {
+        var wi = w[i];
+        if (CONTROL == 6u && i == 0u) { wi = wi * 2.0; }
+        var v = mul_rn(wi, mul_rn(x[row * P.d + i], r));
+        if (P.bf16_out != 0u) { v = round_bf16(v); }
+        if (!(CONTROL == 4u && row == 0u && i == 0u)) { y[row * P.d + i] = v; }
+    }
+}
