@@ -118,6 +118,12 @@ fn detokenizer_skips_special_tokens_when_asked_and_flushes_a_dangling_byte() {
     assert_eq!(d.push(tok, crab[0]).unwrap(), "");
     assert_eq!(d.pending(), 1);
     assert!(d.finish(tok).unwrap().contains('\u{FFFD}'));
+    // an id outside the vocabulary is refused without disturbing the stream
+    let mut d = Detokenizer::new(false);
+    assert_eq!(d.push(tok, crab[0]).unwrap(), "");
+    assert!(d.push(tok, 129_280).is_err());
+    let rest: String = crab[1..].iter().map(|&id| d.push(tok, id).unwrap()).collect();
+    assert_eq!(rest, "🦀");
 }
 
 #[test]

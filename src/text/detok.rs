@@ -18,6 +18,9 @@ impl Detokenizer {
 
     /// Adds one id and returns the newly completed text (empty while a UTF-8 sequence is still open).
     pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<String, TokenizerError> {
+        if id as usize >= tok.vocab_size() {
+            return Err(TokenizerError::UnknownId { id, vocab: tok.vocab_size() });
+        }
         self.ids.push(id);
         let prefix = tok.decode(&self.ids[..self.prefix_len], self.skip_special_tokens)?;
         let full = tok.decode(&self.ids, self.skip_special_tokens)?;

@@ -135,8 +135,8 @@ impl NgramHasher {
             self.ngram_tokens(c, p, &mut tokens);
             for l in &self.layers {
                 let mut rolling = tokens[0].wrapping_mul(l.multipliers[0]);
-                for n in 1..self.max_ngram {
-                    rolling ^= tokens[n].wrapping_mul(l.multipliers[n]);
+                for (n, (&t, &m)) in tokens.iter().zip(&l.multipliers).enumerate().skip(1) {
+                    rolling ^= t.wrapping_mul(m);
                     for k in 0..self.n_heads {
                         let col = (n - 1) * self.n_heads + k;
                         let bucket = rolling.rem_euclid(l.primes[col] as i64) as u64;

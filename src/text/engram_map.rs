@@ -126,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn normalizer_keeps_a_lone_space_but_strips_other_whitespace_runs() {
+    fn normalizer_turns_whitespace_only_text_into_one_space_or_nothing() {
         assert_eq!(norm(" "), " ");
         assert_eq!(norm("\n"), " ");
         assert_eq!(norm("\t\t"), " ");
