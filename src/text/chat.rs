@@ -216,14 +216,8 @@ pub fn encode_chat(messages: &[Message], opts: &ChatOptions) -> Result<String, C
         turns[0].response_format = response_format;
     }
     let drop_thinking = opts.drop_thinking && turns.iter().all(|t| t.tools.is_empty());
+    // reasoning of assistant turns before the last user turn is never rendered while dropping
     let last_user = last_user_index(&turns);
-    if opts.thinking && drop_thinking {
-        for (i, t) in turns.iter_mut().enumerate() {
-            if t.role == Role::Assistant && last_user.is_some_and(|u| i < u) {
-                t.reasoning = None;
-            }
-        }
-    }
     let mut prompt = if opts.add_bos { BOS.to_string() } else { String::new() };
     for i in 0..turns.len() {
         render_turn(&mut prompt, &turns, i, last_user, opts, drop_thinking);
