@@ -357,7 +357,7 @@ impl Config {
             o_groups: need(&["o_groups"])?,
             o_lora_rank: need(&["o_lora_rank"])?,
             rms_norm_eps: or_f(&["rms_norm_eps", "norm_eps"], 1e-20)?,
-            max_position_embeddings: or_u(&["max_position_embeddings", "max_seq_len"], 1 << 20)?,
+            max_position_embeddings: or_u(&["max_position_embeddings"], 1 << 20)?,
             rope_theta: or_f(&["rope_theta"], 10000.0)?,
             compress_rope_theta: or_f(&["compress_rope_theta"], 40000.0)?,
             rope_scaling: parse_yarn(&k)?,

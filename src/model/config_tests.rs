@@ -20,7 +20,7 @@ const RELEASE_FLAT: &str = r#"{
   "vision_n_layers": 32, "vision_dim": 1024, "vision_n_heads": 16, "vision_inter_dim": 2816,
   "vision_patch_size": 14, "vision_downsample_ratio": 3, "vision_max_n_token": 1024,
   "vision_min_pixels": 295936, "vision_max_wh_ratio": null, "image_token_id": 129264,
-  "engram_n_heads": 8, "engram_head_dim": 256, "vision_rope_theta": 10000, "max_seq_len": 1048576
+  "engram_n_heads": 8, "engram_head_dim": 256, "vision_rope_theta": 10000
 }"#;
 
 #[test]
@@ -68,4 +68,17 @@ fn type_and_missing_key_errors_name_the_key() {
     assert!(e.to_string().contains("model_type"), "{e}");
     let e = Config::from_json(&TINY_CONFIG_JSON.replace("[32, 32]", "[128, 128]")).expect_err("block");
     assert!(e.to_string().contains("weight_block_size"), "{e}");
+}
+
+#[test]
+fn a_directory_with_only_the_flat_inference_config_is_read() {
+    let dir = std::env::temp_dir().join(format!("lockstep-model-flatdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("inference")).expect("dir");
+    std::fs::write(dir.join("inference").join("config.json"), RELEASE_FLAT).expect("write");
+    assert_eq!(Config::from_dir(&dir).expect("flat config"), Config::release());
+    std::fs::write(dir.join("config.json"), "{").expect("write");
+    let e = Config::from_dir(&dir).expect_err("nested config.json wins and is broken");
+    assert!(matches!(e, ConfigError::Json(_)), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

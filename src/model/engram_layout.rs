@@ -1,4 +1,4 @@
-//! Engram bucket layout: the per-(n-gram, head) prime moduli, their row offsets, and the shipped hash multipliers.
+//! Engram bucket layout: the per-(n-gram, head) prime moduli and their row offsets (the reference `EngramLayout`).
 use super::config::Config;
 use std::collections::BTreeSet;
 
@@ -94,18 +94,6 @@ pub fn engram_primes(cfg: &Config) -> Vec<EngramPrimes> {
     out
 }
 
-/// Hash multipliers `[M_0..M_3]` of the reference (numpy PCG64 seeded `10007 * layer_id`), for the layers and compressed vocab sizes that spec 1.5 and 1.6 pin.
-pub fn known_multipliers(layer_id: usize, compressed_vocab_size: usize) -> Option<[i64; 4]> {
-    match (layer_id, compressed_vocab_size) {
-        (1, 99092) => Some([76632096046245, 4839876093313, 35959672319349, 73987337458391]),
-        (14, 99092) => Some([67716810739261, 51510806800915, 30921347202721, 82619226485591]),
-        (4, 99092) => Some([82260218638837, 5037792023067, 73653454411355, 18954862957863]),
-        (1, 64) => Some([118650432209603643, 7493640653728489, 55676810147952557, 114555519428547269]),
-        (4, 64) => Some([127364524771245009, 7800076361716407, 114038564133282483, 29348051253447937]),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,14 +106,5 @@ mod tests {
         }
         assert!(is_prime(16_000_057));
         assert!(!is_prime(16_000_057 * 3));
-    }
-
-    #[test]
-    fn release_multipliers_are_odd_and_below_the_overflow_bound() {
-        for (l, v) in [(1, 99092), (14, 99092), (4, 99092), (1, 64), (4, 64)] {
-            let m = known_multipliers(l, v).expect("pinned");
-            let bound = (i64::MAX / v as i64) / 2;
-            assert!(m.iter().all(|&x| x % 2 == 1 && x < 2 * bound), "layer {l}");
-        }
     }
 }
