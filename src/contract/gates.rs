@@ -128,7 +128,10 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
             }
         }
         let t0 = Instant::now();
-        let runs: Vec<CaseRun> = k.cases(quick).into_iter().enumerate().map(|(i, c)| prepare(k, c, seed, i)).collect();
+        let runs: Vec<CaseRun> = std::thread::scope(|s| {
+            let handles: Vec<_> = k.cases(quick).into_iter().enumerate().map(|(i, c)| s.spawn(move || prepare(k, c, seed, i))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        });
         let Some(gpu) = gpu else {
             let mut line = KernelLine::new(k.name(), "oracle");
             for c in &runs {

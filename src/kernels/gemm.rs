@@ -113,9 +113,10 @@ pub struct GemmArgs<'a> {
     pub ldo: usize,
 }
 
-/// Rows per workgroup of the gemv variant: as many as fit its 4096-word workgroup memory, at most 8.
-pub fn gemv_rows(m: usize, k: usize) -> u32 {
-    (4096 / (m.max(1) * (k / 32).max(1))).clamp(1, 8) as u32
+/// Rows per workgroup of the gemv variant: within its 4096-word workgroup memory, leaving at least 256 workgroups.
+pub fn gemv_rows(m: usize, n: usize, k: usize) -> u32 {
+    let fit = 4096 / (m.max(1) * (k / 32).max(1));
+    fit.min(n / 256).clamp(1, 64) as u32
 }
 
 /// Records one GEMM with `variant` (`control` is 0 outside the contract).
@@ -126,7 +127,7 @@ pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u
     let (constants, groups): (Vec<(&'static str, f64)>, [u32; 3]) = match variant {
         GemmVariant::Ref => (vec![], [n.div_ceil(64), m, 1]),
         GemmVariant::Gemv => {
-            let r = gemv_rows(a.m, a.k);
+            let r = gemv_rows(a.m, a.n, a.k);
             let wgs = n.div_ceil(r);
             let gx = wgs.min(32768);
             (vec![("R", f64::from(r))], [gx, wgs.div_ceil(gx), 1])
