@@ -12,27 +12,64 @@ use std::sync::OnceLock;
 /// A stored tensor as `write_file` takes it.
 type Stored = (String, Dtype, Vec<usize>, Vec<u8>);
 
-/// A fresh, empty directory under the system temp dir, unique to this process and call.
-fn tmp(tag: &str) -> PathBuf {
+/// A directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// Prefix of every directory these tests create.
+const PREFIX: &str = "lockstep-model-";
+
+/// A fresh, empty directory unique to this process and call.
+fn tmp(tag: &str) -> TempDir {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("lockstep-model-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let dir = std::env::temp_dir().join(format!("{PREFIX}{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    TempDir(dir)
+}
+
+/// Removes directories left by earlier runs whose process is gone (where /proc tells).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix(PREFIX).and_then(|rest| rest.rsplit('-').nth(1)).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// The tiny checkpoint with seed 1, generated once per test binary.
 fn base() -> &'static Path {
     static BASE: OnceLock<PathBuf> = OnceLock::new();
     BASE.get_or_init(|| {
+        remove_stale_dirs();
         let dir = tmp("base");
         make_tiny(&dir, 1, None).expect("make_tiny");
-        dir
+        let path = dir.0.clone();
+        std::mem::forget(dir);
+        path
     })
 }
 
 /// A private copy of the base checkpoint to break.
-fn copy_of_base(tag: &str) -> PathBuf {
+fn copy_of_base(tag: &str) -> TempDir {
     let dir = tmp(tag);
     for e in std::fs::read_dir(base()).expect("base dir") {
         let p = e.expect("entry").path();
