@@ -143,7 +143,7 @@ impl fmt::Display for Summary {
             n,
             pass,
             n - pass,
-            red + missed,
+            red + missed + na,
             red,
             missed,
             na,
