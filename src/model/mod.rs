@@ -18,3 +18,4 @@ pub use safetensors_header::Dtype;
 pub use tensor_table::{expected_tensors, Quant, TensorSpec};
 pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, TinyError, TinySummary};
 pub mod taps;
+pub mod reference;
