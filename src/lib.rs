@@ -6,3 +6,8 @@ pub mod model;
 pub mod numerics;
 pub mod text;
 pub mod bench;
+pub mod exec;
+pub mod engine;
+#[path = "model/forward.rs"]
+pub mod forward;
+pub mod cli_run;

@@ -1,5 +1,13 @@
 //! Kernel families: each op with its WGSL sources, typed dispatcher, CPU oracle, f64 reference, bound, shapes and controls.
+pub mod attention;
+pub mod compressor;
+pub mod engram_op;
 pub mod gemm;
+pub mod hc;
+pub mod indexer;
+pub mod moe;
+pub mod qat;
+pub mod rope;
 mod gemm_contract;
 mod lib_contract;
 pub mod ops;

@@ -1,0 +1,1 @@
+//! `lockstep run` and `lockstep make-tiny`: load, encode, prefill, decode, stream text, print the token hash.

@@ -1,0 +1,104 @@
+//! One sequence end to end: chunked prefill, then decode with the sampler until a stop token or the token budget.
+use super::sampler::{Sampler, SamplerError};
+use super::state::SeqState;
+use crate::exec::{ExecError, Executor};
+use crate::forward::{forward, ForwardError, LogitRows, Model};
+use crate::model::taps::Taps;
+
+/// Why generation stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    /// A forward call failed.
+    #[error(transparent)]
+    Forward(#[from] ForwardError),
+    /// Reading logits back failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// Sampling failed.
+    #[error(transparent)]
+    Sampler(#[from] SamplerError),
+    /// The prompt is empty.
+    #[error("the prompt has no tokens")]
+    EmptyPrompt,
+    /// The token callback failed.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// What a generation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generation {
+    /// Generated token ids (the stop token included when one was produced).
+    pub tokens: Vec<u32>,
+    /// Whether a stop token ended it.
+    pub stopped: bool,
+}
+
+/// One sequence on one executor.
+pub struct Session<'m, 'c, E: Executor> {
+    /// The executor.
+    pub ex: E,
+    /// The model.
+    pub model: &'m Model<'c>,
+    /// The sequence state.
+    pub state: SeqState<E::Tensor>,
+}
+
+impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
+    /// A fresh sequence.
+    pub fn new(mut ex: E, model: &'m Model<'c>) -> Result<Self, ExecError> {
+        let state = SeqState::new(&mut ex, &model.cfg, &model.plan)?;
+        Ok(Session { ex, model, state })
+    }
+
+    /// Runs `tokens` as one forward call; returns the logits of `rows`, row-major.
+    pub fn run(&mut self, tokens: &[u32], rows: LogitRows, taps: &mut Taps<f32>) -> Result<Vec<f32>, GenerateError> {
+        let logits = forward(&mut self.ex, self.model, &mut self.state, tokens, rows, taps)?;
+        Ok(self.ex.read(&logits)?)
+    }
+
+    /// Prefills `tokens` in calls of at most `chunk` tokens; returns the last token's logits. `on_call` sees each call's taps.
+    pub fn prefill(&mut self, tokens: &[u32], chunk: usize, taps_on: bool, mut on_call: impl FnMut(Taps<f32>)) -> Result<Vec<f32>, GenerateError> {
+        let mut last = Vec::new();
+        for part in tokens.chunks(chunk.max(1)) {
+            let mut taps = if taps_on { Taps::on() } else { Taps::default() };
+            last = self.run(part, LogitRows::Last, &mut taps)?;
+            on_call(taps);
+        }
+        if last.is_empty() {
+            return Err(GenerateError::EmptyPrompt);
+        }
+        Ok(last)
+    }
+
+    /// Prefills `prompt`, then samples up to `max_tokens` tokens (each at its absolute position), stopping after a token `stop` accepts.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        chunk: usize,
+        sampler: &Sampler,
+        max_tokens: usize,
+        stop: impl Fn(u32) -> bool,
+        taps_on: bool,
+        mut on_call: impl FnMut(Taps<f32>),
+        mut on_token: impl FnMut(u32) -> Result<(), String>,
+    ) -> Result<Generation, GenerateError> {
+        let mut logits = self.prefill(prompt, chunk, taps_on, &mut on_call)?;
+        let mut tokens = Vec::new();
+        while tokens.len() < max_tokens {
+            let t = sampler.sample(&logits, self.state.pos)?;
+            tokens.push(t);
+            on_token(t).map_err(GenerateError::Output)?;
+            if stop(t) {
+                return Ok(Generation { tokens, stopped: true });
+            }
+            if tokens.len() == max_tokens {
+                break;
+            }
+            let mut taps = if taps_on { Taps::on() } else { Taps::default() };
+            logits = self.run(&[t], LogitRows::Last, &mut taps)?;
+            on_call(taps);
+        }
+        Ok(Generation { tokens, stopped: false })
+    }
+}

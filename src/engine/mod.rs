@@ -1,0 +1,8 @@
+//! The engine: per-sequence state, the sampler, and the prefill/decode loop of one sequence.
+pub mod generate;
+pub mod sampler;
+pub mod state;
+
+pub use generate::{Generation, GenerateError, Session};
+pub use sampler::{Sampler, SamplerError, Sampling};
+pub use state::{CompCache, LayerState, SeqState};

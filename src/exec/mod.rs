@@ -1,0 +1,138 @@
+//! The Executor trait: the ops the forward is written in; each executor owns its tensors and runs every op row-independently.
+pub mod cpu;
+mod cpu_model;
+
+pub use crate::kernels::engram_op::EngramGate;
+pub use crate::kernels::hc::HcParams;
+pub use crate::kernels::moe::{RouteParams, ScoreFunc};
+pub use crate::kernels::qat::Qat;
+pub use cpu::{CpuExecutor, CpuTensor};
+
+/// Why an op could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A weight is missing from the checkpoint.
+    #[error("weight `{0}` is not in the checkpoint")]
+    MissingWeight(String),
+    /// A weight has a dtype or shape the op cannot use.
+    #[error("weight `{name}`: {problem}")]
+    BadWeight { name: String, problem: String },
+    /// Operand shapes do not fit the op.
+    #[error("{op}: {problem}")]
+    Shape { op: &'static str, problem: String },
+    /// The executor is not available.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Rounding of an op's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Out {
+    /// Rounded to bf16 (where the reference holds a bf16 tensor).
+    Bf16,
+    /// Kept in f32 (the reference's fp32 islands).
+    F32,
+}
+
+/// The tensors of one mHC site: `hc_{site}_fn`, `hc_{site}_base`, `hc_{site}_scale`.
+#[derive(Clone, Debug)]
+pub struct HcSite {
+    /// `[mix, hc*d]` F32 tensor name.
+    pub hc_fn: String,
+    /// `[mix]` F32 tensor name.
+    pub base: String,
+    /// `[3]` F32 tensor name.
+    pub scale: String,
+}
+
+/// What one call's sparse attention reads besides q.
+pub struct AttnInputs<'t, T> {
+    /// This call's window KV rows `[S, hd]`, row i at absolute position `start + i`.
+    pub kv: &'t T,
+    /// The window ring before this call `[window, hd]`, slot = position mod window.
+    pub ring: &'t T,
+    /// The compressed KV cache `[N, hd]` and this call's selected rows `[S, k]` (ascending, -1 for none).
+    pub compressed: Option<(&'t T, &'t T)>,
+    /// `attn_sink` tensor name `[heads]`.
+    pub sink: &'t str,
+    /// Absolute position of row 0; rows are consecutive positions.
+    pub start: usize,
+    /// Window length (`sliding_window`).
+    pub window: usize,
+    /// `head_dim^-1/2` rounded once from f64.
+    pub scale: f32,
+}
+
+/// The ops of the forward. Weight arguments are checkpoint names: `linear`, `grouped_linear`, `rmsnorm` and `embed` take the
+/// module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent:
+/// a row's output bits do not depend on the other rows of the call.
+pub trait Executor {
+    /// A tensor of f32 values `[rows, cols]` owned by the executor.
+    type Tensor;
+
+    /// Uploads host values `[rows, cols]`.
+    fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<Self::Tensor, ExecError>;
+    /// A zero tensor `[rows, cols]`.
+    fn zeros(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
+    /// Reads a tensor back, row-major.
+    fn read(&mut self, t: &Self::Tensor) -> Result<Vec<f32>, ExecError>;
+    /// `(rows, cols)` of a tensor.
+    fn dims(&self, t: &Self::Tensor) -> (usize, usize);
+
+    /// Rows `start..start + len` of `x`.
+    fn slice_rows(&mut self, x: &Self::Tensor, start: usize, len: usize) -> Result<Self::Tensor, ExecError>;
+    /// Each row `[d]` repeated `hc` times into `[hc*d]` (the stream expansion).
+    fn hc_repeat(&mut self, x: &Self::Tensor, hc: usize) -> Result<Self::Tensor, ExecError>;
+    /// Rows of the BF16 table `module` for `ids`.
+    fn embed(&mut self, module: &str, ids: &[u32]) -> Result<Self::Tensor, ExecError>;
+    /// `y = x W^T` by the weight's format: BF16 on bf16-valued x; fp8 and fp4 on act_quant(x) (e4m3 per 32), as the reference's Linear.
+    fn linear(&mut self, x: &Self::Tensor, module: &str, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// Block-diagonal `wo_a`: group g of x's columns times rows `[g*r, (g+1)*r)` of the fp8 weight, dequantized (exact in bf16), no act_quant; bf16 out.
+    fn grouped_linear(&mut self, x: &Self::Tensor, module: &str, groups: usize) -> Result<Self::Tensor, ExecError>;
+    /// RMSNorm of each row with `module.weight`.
+    fn rmsnorm(&mut self, x: &Self::Tensor, module: &str, eps: f32, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// `x * s` elementwise.
+    fn scale(&mut self, x: &Self::Tensor, s: f32, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// `a + b` elementwise.
+    fn add(&mut self, a: &Self::Tensor, b: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// Clamped SwiGLU `silu(min(g, limit)) * clamp(u, +-limit)`, bf16 out.
+    fn swiglu(&mut self, g: &Self::Tensor, u: &Self::Tensor, limit: f32) -> Result<Self::Tensor, ExecError>;
+
+    /// mHC mixes of each row of streams `h` `[S, hc*d]`: `[S, mix]` = pre, post, comb.
+    fn hc_mixes(&mut self, h: &Self::Tensor, site: &HcSite, p: &HcParams) -> Result<Self::Tensor, ExecError>;
+    /// Collapse `[S, hc*d]` by the pre columns of `mix` to `[S, d]`, bf16 out.
+    fn hc_collapse(&mut self, h: &Self::Tensor, mix: &Self::Tensor, hc: usize) -> Result<Self::Tensor, ExecError>;
+    /// Expand a sublayer output `[S, d]` into the streams with the post and comb columns of `mix`, bf16 out.
+    fn hc_expand(&mut self, out: &Self::Tensor, h: &Self::Tensor, mix: &Self::Tensor, hc: usize) -> Result<Self::Tensor, ExecError>;
+    /// Engram gate and add: streams `h`, `kv` = wkv output, tensors `q_weight` and `k_weight`; rows not `live` pass through.
+    fn engram_gate(&mut self, h: &Self::Tensor, kv: &Self::Tensor, q_weight: &str, k_weight: &str, p: &EngramGate, live: &[bool]) -> Result<Self::Tensor, ExecError>;
+
+    /// RoPE on the last `cs.cols` dims of each of `heads` vectors per row, row i by `cs` row i (cos then sin); bf16 out.
+    fn rope(&mut self, x: &Self::Tensor, cs: &Self::Tensor, heads: usize, inverse: bool) -> Result<Self::Tensor, ExecError>;
+    /// Quantize-dequantize round trip of each block.
+    fn qat(&mut self, x: &Self::Tensor, kind: Qat) -> Result<Self::Tensor, ExecError>;
+
+    /// Ratio-r gated pooling: the `pending` buffered rows of `partial` (`[r-1, 2*hd]`: k then g), then this call's `k`, `g` rows;
+    /// returns the complete groups' latents `[G, hd]` (bf16) and leaves the remainder in `partial` (rest zero).
+    fn compress_pool(&mut self, k: &Self::Tensor, g: &Self::Tensor, partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError>;
+    /// Appends rows to a growing cache.
+    fn append_rows(&mut self, cache: &mut Self::Tensor, rows: &Self::Tensor) -> Result<(), ExecError>;
+    /// Writes this call's rows (positions `start..`) into their ring slots (position mod ring rows).
+    fn ring_write(&mut self, ring: &mut Self::Tensor, rows: &Self::Tensor, start: usize) -> Result<(), ExecError>;
+
+    /// Indexer scores `[S, N]` of q `[S, heads*dim]` with weights `w` `[S, heads]` against `keys` `[N, dim]`; key t visible to row i iff t < visible[i].
+    fn index_scores(&mut self, q: &Self::Tensor, w: &Self::Tensor, keys: &Self::Tensor, visible: &[usize]) -> Result<Self::Tensor, ExecError>;
+    /// Level-one candidate mask `[S, N]` (1 kept, 0 not).
+    fn candidate_mask(&mut self, scores: &Self::Tensor, visible: &[usize], blocks: usize, block: usize) -> Result<Self::Tensor, ExecError>;
+    /// Scores outside `mask` set to -inf.
+    fn mask_scores(&mut self, scores: &Self::Tensor, mask: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
+    /// Top-k of each row `[S, k]`: indices ascending as f32, -1 for none.
+    fn index_topk(&mut self, scores: &Self::Tensor, k: usize) -> Result<Self::Tensor, ExecError>;
+    /// Sparse attention with sink of q `[S, heads*hd]` over each row's window then selected compressed rows; bf16 out.
+    fn sparse_attention(&mut self, q: &Self::Tensor, a: &AttnInputs<'_, Self::Tensor>) -> Result<Self::Tensor, ExecError>;
+
+    /// Router of gate logits `[S, E]` with the F32 `bias` tensor: (expert ids `[S, k]` as f32, weights `[S, k]`).
+    fn moe_route(&mut self, logits: &Self::Tensor, bias: &str, p: &RouteParams) -> Result<(Self::Tensor, Self::Tensor), ExecError>;
+    /// Routed experts `{prefix}.{e}.{w1,w2,w3}` of x `[S, d]` by ids and weights, summed per row by ascending expert id from +0.0; f32 out.
+    fn routed_experts(&mut self, x: &Self::Tensor, ids: &Self::Tensor, w: &Self::Tensor, prefix: &str, limit: f32) -> Result<Self::Tensor, ExecError>;
+}

@@ -1,0 +1,45 @@
+//! RoPE oracle (spec 2.5): interleaved pairs in the last rd dims of each head, rotated by host f32 cos/sin; elementwise, no reduction order.
+use crate::numerics::math::mul_rn;
+use crate::numerics::round_bf16;
+
+/// The cos/sin row of absolute position `pos`: `[cos_0 .. cos_{rd/2-1}, sin_0 .. sin_{rd/2-1}]`, each computed in f64 and rounded once.
+pub fn table_row(pos: usize, inv_freq: &[f64]) -> Vec<f32> {
+    let angles: Vec<f64> = inv_freq.iter().map(|&f| pos as f64 * f).collect();
+    angles.iter().map(|a| a.cos() as f32).chain(angles.iter().map(|a| a.sin() as f32)).collect()
+}
+
+/// Rotates one row of `heads` vectors of `head_dim`: pair i of the last `cs.len()` dims becomes `(a c - b s, a s + b c)` with unfused products (`s` negated when `inverse`); output rounded to bf16.
+pub fn rotate(x: &[f32], cs: &[f32], heads: usize, head_dim: usize, inverse: bool) -> Vec<f32> {
+    let half = cs.len() / 2;
+    let rd = 2 * half;
+    let mut y: Vec<f32> = x.to_vec();
+    for h in 0..heads {
+        let base = h * head_dim + head_dim - rd;
+        for i in 0..half {
+            let (a, b) = (x[base + 2 * i], x[base + 2 * i + 1]);
+            let c = cs[i];
+            let s = if inverse { -cs[half + i] } else { cs[half + i] };
+            y[base + 2 * i] = mul_rn(a, c) - mul_rn(b, s);
+            y[base + 2 * i + 1] = mul_rn(a, s) + mul_rn(b, c);
+        }
+    }
+    y.iter_mut().for_each(|v| *v = round_bf16(*v));
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inverse_rotation_undoes_the_rotation_to_within_bf16_rounding() {
+        let inv = [1.0, 0.1, 0.01, 0.001];
+        let cs = table_row(1234, &inv);
+        let x: Vec<f32> = (0..32).map(|i| round_bf16(((i * 7 % 11) as f32 - 5.0) * 0.37)).collect();
+        let y = rotate(&x, &cs, 2, 16, false);
+        assert_ne!(y, x);
+        assert_eq!(&y[..8], &x[..8], "non-rope dims stay");
+        let z = rotate(&y, &cs, 2, 16, true);
+        assert!(x.iter().zip(&z).all(|(a, b)| (a - b).abs() <= 0.02 * a.abs().max(1.0)), "{z:?}");
+    }
+}

@@ -1,0 +1,23 @@
+//! The MoE block of one layer: gate (score function, biased top-k, weights), routed experts, shared expert, join.
+use super::{tap, ForwardError, Model};
+use crate::exec::{Executor, Out};
+use crate::model::taps::Taps;
+
+/// MoE of layer `l` on the normed input `x` `[S, D]`; returns `[S, D]` (bf16).
+pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
+    let plan = &m.plan[l];
+    let f = format!("{}.ffn", plan.prefix());
+    let limit = m.swiglu_limit();
+    let logits = ex.linear(x, &format!("{f}.gate"), Out::F32)?;
+    let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), &m.route(plan))?;
+    tap(ex, taps, format!("L{l}.ffn.gate_idx"), &ids)?;
+    tap(ex, taps, format!("L{l}.ffn.gate_w"), &w)?;
+    let routed = ex.routed_experts(x, &ids, &w, &format!("{f}.experts"), limit)?;
+    let g = ex.linear(x, &format!("{f}.shared_experts.w1"), Out::Bf16)?;
+    let u = ex.linear(x, &format!("{f}.shared_experts.w3"), Out::Bf16)?;
+    let a = ex.swiglu(&g, &u, limit)?;
+    let shared = ex.linear(&a, &format!("{f}.shared_experts.w2"), Out::Bf16)?;
+    let y = ex.add(&routed, &shared, Out::Bf16)?;
+    tap(ex, taps, format!("L{l}.ffn.out"), &y)?;
+    Ok(y)
+}

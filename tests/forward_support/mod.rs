@@ -1,0 +1,68 @@
+//! Shared set-up of the forward tests: a tiny checkpoint in a temp dir, its engram token map, a prompt of real token ids.
+#![allow(dead_code)]
+use lockstep::model::{load, Checkpoint, Config, LoadMode, ValueCheck};
+use lockstep::text::{find_tokenizer_json, TokenMap, Tokenizer};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// A tiny model checkpoint and what the forward needs beside it.
+pub struct Tiny {
+    pub dir: PathBuf,
+    pub cfg: Config,
+    pub ckpt: Checkpoint,
+    pub map: TokenMap,
+    pub tok: Option<Tokenizer>,
+}
+
+/// The tiny config of spec 1.6, with the synthetic compressed vocabulary of 64 when there is no tokenizer.
+fn config_json(has_tokenizer: bool) -> String {
+    let base = lockstep::model::config::TINY_CONFIG_JSON.to_string();
+    if has_tokenizer {
+        base
+    } else {
+        base.replace("\"engram_compressed_vocab_size\": 99092", "\"engram_compressed_vocab_size\": 64")
+    }
+}
+
+/// The real tokenizer, fetched with scripts/fetch_tokenizer.sh when neither the env var nor the cache has it; `None` if that fails.
+pub fn tokenizer() -> Option<Tokenizer> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = find_tokenizer_json(root).or_else(|| {
+        let out = std::process::Command::new("bash").arg(root.join("scripts/fetch_tokenizer.sh")).output().ok()?;
+        out.status.success().then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    })?;
+    Tokenizer::from_file(&path).ok()
+}
+
+/// The tiny model of this test binary, generated once into a unique temp dir (removed at exit by the OS temp policy).
+pub fn tiny() -> &'static Tiny {
+    static T: OnceLock<Tiny> = OnceLock::new();
+    T.get_or_init(|| {
+        let tok = tokenizer();
+        let dir = std::env::temp_dir().join(format!("lockstep-forward-{}-{}", std::process::id(), std::thread::current().name().unwrap_or("t").replace("::", "-")));
+        let _ = std::fs::remove_dir_all(&dir);
+        lockstep::model::make_tiny(&dir, 11, Some(&config_json(tok.is_some()))).expect("make_tiny");
+        let (cfg, ckpt) = load(&dir, LoadMode::Mapped, ValueCheck::Off).expect("load tiny");
+        let map = match &tok {
+            Some(t) => TokenMap::build(t).expect("token map"),
+            None => TokenMap::synthetic(cfg.vocab_size, 64),
+        };
+        Tiny { dir, cfg, ckpt, map, tok }
+    })
+}
+
+/// `n` prompt ids: BOS then encoded English text (or a fixed id pattern without a tokenizer).
+pub fn prompt(n: usize) -> Vec<u32> {
+    let text = "The quick brown fox jumps over the lazy dog while the five boxing wizards jump quickly; \
+                meanwhile a sphinx of black quartz judges my vow, and pack my box with five dozen liquor jugs. \
+                Deterministic inference gives the same bits on every device, in every chunking, at every batch size. \
+                Every row of a round is computed as if it were alone, so a stream never depends on its neighbours.";
+    let mut ids = vec![0u32];
+    match &tiny().tok {
+        Some(t) => ids.extend(t.encode(text).expect("encode")),
+        None => ids.extend((1..n as u32).map(|i| (i * 7919) % 128000 + 3)),
+    }
+    assert!(ids.len() >= n, "prompt has {} ids", ids.len());
+    ids.truncate(n);
+    ids
+}
