@@ -1,0 +1,181 @@
+//! Accuracy of the f32 CPU oracle against the float64 reference, stage by stage with teacher forcing: each reference stage runs on the oracle's recorded inputs.
+use lockstep::engine::Session;
+use lockstep::exec::CpuExecutor;
+use lockstep::forward::{LogitRows, Model as OracleModel};
+use lockstep::model::reference::{quant::bf16, Forcing, Model};
+use lockstep::model::taps::{Tap, Taps};
+use lockstep::model::{load, make_tiny, LoadMode, ValueCheck};
+use lockstep::text::TokenMap;
+use std::collections::BTreeMap;
+
+/// f32 unit roundoff.
+const U: f64 = 1.0 / 16_777_216.0;
+
+/// gamma(n) = n u / (1 - n u) (docs/ops.md).
+fn gamma(n: usize) -> f64 {
+    n as f64 * U / (1.0 - n as f64 * U)
+}
+
+/// Rounded additions on the longest path of a canonical sum of `k` terms (docs/ops.md depth).
+fn depth(k: usize) -> usize {
+    32 + 8 + k.div_ceil(256) + 1
+}
+
+/// One bf16 ulp at |x|.
+fn ulp_bf16(x: f64) -> f64 {
+    let e = if x == 0.0 { -126 } else { (x.abs().log2().floor() as i32).max(-126) };
+    2f64.powi(e - 7)
+}
+
+/// How a stage is compared.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// bf16 output, no quantization inside the stage: every element within the bound.
+    Bf16,
+    /// bf16 output with act_quant or QAT inside: elements beyond the bound are quantization flips, counted.
+    Bf16Quant,
+    /// QAT output: equal unless an input lies on a quantization boundary (counted as flips).
+    Qat,
+    /// Index lists: rows equal as sets or counted as selection flips.
+    Select,
+}
+
+/// Tallies of one stage class.
+#[derive(Default)]
+struct Tally {
+    elems: usize,
+    flips: usize,
+    beyond: usize,
+    worst: f64,
+}
+
+fn class(name: &str) -> (String, Kind) {
+    let stage = name.split_once('.').map_or(name, |(l, rest)| if l.starts_with('L') { rest } else { name });
+    let kind = match stage {
+        "attn.kv" | "attn.comp" | "attn.index_keys" => Kind::Qat,
+        "attn.topk" | "ffn.gate_idx" => Kind::Select,
+        "engram" | "attn.q" | "attn.out" | "ffn.out" => Kind::Bf16Quant,
+        _ => Kind::Bf16,
+    };
+    (stage.to_string(), kind)
+}
+
+fn to_f64(t: &Taps<f32>) -> Taps<f64> {
+    Taps { enabled: true, list: t.list.iter().map(|x| Tap { name: x.name.clone(), rows: x.rows, cols: x.cols, data: x.data.iter().map(|&v| f64::from(v)).collect() }).collect() }
+}
+
+#[test]
+fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forcing() {
+    let dir = std::env::temp_dir().join(format!("lockstep-reference-accuracy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    make_tiny(&dir, 5, None).unwrap();
+    let (cfg, ck) = load(&dir, LoadMode::Copied, ValueCheck::Off).unwrap();
+    let map = TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32);
+    let reference = Model::with_token_map(&cfg, &ck, map.clone()).unwrap();
+    let oracle = OracleModel::new(cfg.clone(), &ck, map).unwrap();
+    let mut session = Session::new(CpuExecutor::new(&ck), &oracle).unwrap();
+    let mut st = reference.new_state();
+    let mut s = 0x853c_49e6_748f_ea9bu64;
+    let prompt: Vec<u32> = (0..64).map(|_| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((s >> 33) % 129_000) as u32
+    }).collect();
+    let mut tallies: BTreeMap<String, (Kind, Tally)> = BTreeMap::new();
+    let mut calls: Vec<Vec<u32>> = vec![prompt];
+    let v = cfg.vocab_size;
+    for step in 0..17 {
+        let ids = calls[step].clone();
+        let mut otaps = Taps::on();
+        let rows = if step == 0 { LogitRows::All } else { LogitRows::Last };
+        let logits = session.run(&ids, rows, &mut otaps).unwrap();
+        let last = &logits[logits.len() - v..];
+        calls.push(vec![(0..v).fold(0, |b, i| if last[i] > last[b] { i } else { b }) as u32]);
+        let mut forcing = Forcing { oracle: to_f64(&otaps), ..Forcing::default() };
+        let mut rtaps = Taps::on();
+        reference.forward_forced(&mut st, &ids, None, &mut rtaps, &mut forcing).unwrap();
+        for r in &rtaps.list {
+            let Some(o) = forcing.oracle.get(&r.name) else { continue };
+            assert_eq!((o.rows, o.cols), (r.rows, r.cols), "{}: shape", r.name);
+            let raw = forcing.raw.get(&r.name).map(|t| t.data.as_slice());
+            let (stage, kind) = class(&r.name);
+            let t = &mut tallies.entry(stage.clone()).or_insert((kind, Tally::default())).1;
+            compare(&reference, &forcing.oracle, &r.name, &stage, kind, &r.data, raw, &o.data, o.cols, t);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{:<18} {:>9} {:>8} {:>8} {:>12}", "stage", "elements", "flips", "beyond", "worst margin");
+    let mut failures = Vec::new();
+    for (stage, (kind, t)) in &tallies {
+        println!("{stage:<18} {:>9} {:>8} {:>8} {:>12.3}", t.elems, t.flips, t.beyond, t.worst);
+        let frac = |n: usize| n as f64 / t.elems.max(1) as f64;
+        let ok = match kind {
+            Kind::Bf16 => t.beyond == 0,
+            Kind::Bf16Quant => frac(t.beyond) <= 0.02,
+            Kind::Qat => frac(t.flips) <= 0.02,
+            Kind::Select => frac(t.flips) <= 0.10,
+        };
+        if !ok {
+            failures.push(format!("{stage}: {} flips, {} beyond the bound of {} elements", t.flips, t.beyond, t.elems));
+        }
+    }
+    assert!(tallies.len() >= 15, "too few stages compared: {:?}", tallies.keys().collect::<Vec<_>>());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Compares one tap: flips (oracle differs from the reference's rounded or quantized value; none for f32 outputs), beyond-bound counts, worst margin.
+#[allow(clippy::too_many_arguments)]
+fn compare(m: &Model, oracle: &Taps<f64>, name: &str, stage: &str, kind: Kind, reff: &[f64], raw: Option<&[f64]>, o: &[f64], cols: usize, t: &mut Tally) {
+    let cfg = &m.cfg;
+    match kind {
+        Kind::Select => {
+            for (a, b) in reff.chunks(cols.max(1)).zip(o.chunks(cols.max(1))) {
+                let set = |r: &[f64]| { let mut v: Vec<i64> = r.iter().map(|&x| x as i64).collect(); v.sort_unstable(); v };
+                t.elems += 1;
+                t.flips += usize::from(set(a) != set(b));
+            }
+        }
+        Kind::Qat => {
+            t.elems += reff.len();
+            t.flips += reff.iter().zip(o).filter(|(a, b)| a != b).count();
+        }
+        _ if stage == "logits" || stage == "ffn.gate_w" => {
+            let layer = name.split('.').next().and_then(|l| l.strip_prefix('L')).and_then(|l| l.parse::<usize>().ok());
+            let (xname, lin) = match layer {
+                Some(l) => (format!("L{l}.ffn.x"), &m.layers[l].ffn.gate),
+                None => ("final.x".to_string(), &m.head),
+            };
+            let Some(x) = oracle.get(&xname) else { return };
+            let d = cfg.hidden_size;
+            for (i, (rr, oo)) in reff.chunks(cols).zip(o.chunks(cols)).enumerate() {
+                let xi = &x.data[x.data.len() - (reff.len() / cols - i) * d..][..d];
+                let mags = lin.abs_terms(xi);
+                let zmax = if layer.is_some() { mags.iter().fold(0.0f64, |a, &b| a.max(b)) } else { 0.0 };
+                for (j, (&a, &b)) in rr.iter().zip(oo).enumerate() {
+                    let bound = if layer.is_some() { a.abs() * (gamma(depth(d)) * zmax + 16.0 * U) } else { gamma(depth(d)) * mags[j] + U * a.abs() };
+                    tally(t, (a - b).abs(), bound, false);
+                }
+            }
+        }
+        _ => {
+            let raw = raw.unwrap_or(reff);
+            let slack = if kind == Kind::Bf16 { 2.0 } else { 1.0 };
+            for (rr, (oo, ff)) in raw.chunks(cols).zip(o.chunks(cols).zip(reff.chunks(cols))) {
+                let rowmax = rr.iter().fold(0.0f64, |a, &b| a.max(b.abs()));
+                for ((&r, &b), &f) in rr.iter().zip(oo).zip(ff) {
+                    let bound = slack * ulp_bf16(r) + 2.0 * gamma(depth(256)) * rowmax;
+                    tally(t, (r - b).abs(), bound, bf16(f) != b);
+                }
+            }
+        }
+    }
+}
+
+fn tally(t: &mut Tally, err: f64, bound: f64, flip: bool) {
+    t.elems += 1;
+    t.flips += usize::from(flip);
+    if err > bound {
+        t.beyond += 1;
+    } else if bound > 0.0 {
+        t.worst = t.worst.max(err / bound);
+    }
+}
