@@ -13,18 +13,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let nb = (P.d + 31u) >> 5u;
     var src = row;
     if (CONTROL == 5u) { src = min(row + 1u, P.m - 1u); }
+    let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
-    for (var b = lid; b < nb; b += 256u) {
-        var acc = 0.0;
-        if (b < last) {
+    for (var s = lid; s < nseg; s += 256u) {
+        var seg = 0.0;
+        for (var b = s * 8u; b < min(s * 8u + 8u, last); b++) {
+            var acc = 0.0;
             for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
                 let v = x[src * P.d + i];
                 if (CONTROL == 3u) { acc = acc + v * v; } else { acc = acc + mul_rn(v, v); }
             }
+            seg = seg + acc;
         }
-        red[b] = acc;
+        red[s] = seg;
     }
-    let total = canonical_total(nb, lid, CONTROL == 2u);
+    let total = canonical_total(nseg, lid, CONTROL == 2u);
     let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
     for (var i = lid; i < P.d; i += 256u) {
         var wi = w[i];

@@ -1,24 +1,17 @@
-// Row reductions for one workgroup of 256 per row: canonical sums (blocks of 32, segments of 8, ascending) and order-free max.
-const RED_BLOCKS: u32 = 1024u;
+// Row reductions for one workgroup of 256 per row: canonical sums (a thread per segment of 8 blocks of 32) and order-free max.
+const RED_SEGMENTS: u32 = 1024u;
 var<workgroup> red: array<f32, 1024>;
 var<workgroup> red_max: array<f32, 256>;
 var<workgroup> red_out: f32;
 
-// Sums block sums red[0..nb] in the canonical order; callers fill red and all 256 threads call this.
-fn canonical_total(nb: u32, lid: u32, reverse: bool) -> f32 {
-    workgroupBarrier();
-    let nseg = (nb + 7u) >> 3u;
-    for (var s = lid; s < nseg; s += 256u) {
-        var acc = 0.0;
-        for (var b = s * 8u; b < min(s * 8u + 8u, nb); b++) { acc = acc + red[b]; }
-        red[s * 8u] = acc;
-    }
+// Sums segment sums red[0..nseg] in ascending order (reversed for a control); all 256 threads call this.
+fn canonical_total(nseg: u32, lid: u32, reverse: bool) -> f32 {
     workgroupBarrier();
     if (lid == 0u) {
         var t = 0.0;
         for (var si = 0u; si < nseg; si++) {
             let s = select(si, nseg - 1u - si, reverse);
-            t = t + red[s * 8u];
+            t = t + red[s];
         }
         red_out = t;
     }

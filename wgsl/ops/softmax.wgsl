@@ -18,19 +18,22 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var i = lid; i < P.d; i += 256u) { mx = max(mx, scaled(src + i)); }
     mx = workgroup_max(mx, lid);
     let nb = (P.d + 31u) >> 5u;
+    let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
-    for (var b = lid; b < nb; b += 256u) {
-        var acc = 0.0;
-        if (b < last) {
+    for (var s = lid; s < nseg; s += 256u) {
+        var seg = 0.0;
+        for (var b = s * 8u; b < min(s * 8u + 8u, last); b++) {
+            var acc = 0.0;
             for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
                 var d = scaled(base + i) - mx;
                 if (CONTROL == 3u) { d = x[base + i] * P.scale - mx; }
                 acc = acc + ls_exp(d);
             }
+            seg = seg + acc;
         }
-        red[b] = acc;
+        red[s] = seg;
     }
-    let r = ls_recip(canonical_total(nb, lid, CONTROL == 2u));
+    let r = ls_recip(canonical_total(nseg, lid, CONTROL == 2u));
     for (var i = lid; i < P.d; i += 256u) {
         let v = mul_rn(ls_exp(scaled(base + i) - mx), r);
         if (!(CONTROL == 5u && row == 0u && i == 0u)) { y[base + i] = v; }
