@@ -33,6 +33,19 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Generate text from a prompt on one sequence; prints token_sha256= at the end.
+    Run(lockstep::cli_run::RunArgs),
+    /// Write a tiny random checkpoint (spec 1.6, or --config) and copy the tokenizer next to it.
+    MakeTiny {
+        /// Directory to write.
+        dir: std::path::PathBuf,
+        /// Seed of the random weights.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Config JSON to use instead of the built-in tiny config.
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -97,6 +110,12 @@ fn main() -> Result<()> {
             if !summary.ok() {
                 bail!("the contract failed");
             }
+        }
+        Command::Run(args) => {
+            lockstep::cli_run::run(&args, &mut std::io::stdout())?;
+        }
+        Command::MakeTiny { dir, seed, config } => {
+            lockstep::cli_run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;
         }
         Command::Bench { what: BenchWhat::Kernels { device, reps, only } } => {
             let gpu = open_gpu(device.as_deref())?.context("bench needs a GPU adapter")?;

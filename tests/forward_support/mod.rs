@@ -7,7 +7,6 @@ use std::sync::OnceLock;
 
 /// A tiny model checkpoint and what the forward needs beside it.
 pub struct Tiny {
-    pub dir: PathBuf,
     pub cfg: Config,
     pub ckpt: Checkpoint,
     pub map: TokenMap,
@@ -34,7 +33,7 @@ pub fn tokenizer() -> Option<Tokenizer> {
     Tokenizer::from_file(&path).ok()
 }
 
-/// The tiny model of this test binary, generated once into a unique temp dir (removed at exit by the OS temp policy).
+/// The tiny model of this test binary, generated once into a unique temp dir that is removed once mapped.
 pub fn tiny() -> &'static Tiny {
     static T: OnceLock<Tiny> = OnceLock::new();
     T.get_or_init(|| {
@@ -43,11 +42,13 @@ pub fn tiny() -> &'static Tiny {
         let _ = std::fs::remove_dir_all(&dir);
         lockstep::model::make_tiny(&dir, 11, Some(&config_json(tok.is_some()))).expect("make_tiny");
         let (cfg, ckpt) = load(&dir, LoadMode::Mapped, ValueCheck::Off).expect("load tiny");
+        // the mapping outlives the unlinked files, so nothing is left behind in the temp dir
+        let _ = std::fs::remove_dir_all(&dir);
         let map = match &tok {
             Some(t) => TokenMap::build(t).expect("token map"),
             None => TokenMap::synthetic(cfg.vocab_size, 64),
         };
-        Tiny { dir, cfg, ckpt, map, tok }
+        Tiny { cfg, ckpt, map, tok }
     })
 }
 
