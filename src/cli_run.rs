@@ -1,5 +1,5 @@
 //! `lockstep run` (load, encode, prefill, decode, stream text, print the token hash) and `lockstep make-tiny`.
-use crate::engine::{Sampler, Sampling, Session};
+use crate::engine::{GenerateOptions, Sampler, Sampling, Session};
 use crate::exec::CpuExecutor;
 use crate::forward::Model;
 use crate::model::taps::Taps;
@@ -150,7 +150,8 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
         let text = detok.push(&tok, t).map_err(|e| e.to_string())?;
         out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| e.to_string())
     };
-    let gen = session.generate(&prompt, args.prefill_chunk, &sampler, args.max_tokens.min(room), stop, taps_dir.is_some(), on_call, on_token)?;
+    let opts = GenerateOptions { chunk: args.prefill_chunk, max_tokens: args.max_tokens.min(room), taps: taps_dir.is_some() };
+    let gen = session.generate(&prompt, &opts, &sampler, stop, on_call, on_token)?;
     if let Some(e) = tap_error {
         return Err(e);
     }

@@ -34,6 +34,17 @@ pub struct Generation {
     pub stopped: bool,
 }
 
+/// How a generation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenerateOptions {
+    /// Prompt tokens per prefill call.
+    pub chunk: usize,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Whether forward calls record taps.
+    pub taps: bool,
+}
+
 /// One sequence on one executor.
 pub struct Session<'m, 'c, E: Executor> {
     /// The executor.
@@ -75,15 +86,14 @@ impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
     pub fn generate(
         &mut self,
         prompt: &[u32],
-        chunk: usize,
+        opts: &GenerateOptions,
         sampler: &Sampler,
-        max_tokens: usize,
         stop: impl Fn(u32) -> bool,
-        taps_on: bool,
         mut on_call: impl FnMut(Taps<f32>),
         mut on_token: impl FnMut(u32) -> Result<(), String>,
     ) -> Result<Generation, GenerateError> {
-        let mut logits = self.prefill(prompt, chunk, taps_on, &mut on_call)?;
+        let (max_tokens, taps_on) = (opts.max_tokens, opts.taps);
+        let mut logits = self.prefill(prompt, opts.chunk, taps_on, &mut on_call)?;
         let mut tokens = Vec::new();
         while tokens.len() < max_tokens {
             let t = sampler.sample(&logits, self.state.pos)?;

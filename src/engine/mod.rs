@@ -3,6 +3,6 @@ pub mod generate;
 pub mod sampler;
 pub mod state;
 
-pub use generate::{Generation, GenerateError, Session};
+pub use generate::{GenerateError, GenerateOptions, Generation, Session};
 pub use sampler::{Sampler, SamplerError, Sampling};
 pub use state::{CompCache, LayerState, SeqState};

@@ -51,10 +51,10 @@ pub fn canonical_prefix_sums(xs: &[f32]) -> Vec<f32> {
     for (i, &x) in xs.iter().enumerate() {
         block += x;
         out.push(total + (seg + block));
-        if (i + 1) % BLOCK == 0 {
+        if (i + 1).is_multiple_of(BLOCK) {
             seg += block;
             block = 0.0;
-            if ((i + 1) / BLOCK) % SEG_BLOCKS == 0 {
+            if ((i + 1) / BLOCK).is_multiple_of(SEG_BLOCKS) {
                 total += seg;
                 seg = 0.0;
             }

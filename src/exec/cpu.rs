@@ -89,7 +89,7 @@ impl<'c> CpuExecutor<'c> {
         if fmt == WeightFormat::Bf16 {
             return Ok((gemm::oracle(fmt, m, n, k, x, &[], w.bytes, &[]), n));
         }
-        if k % 32 != 0 {
+        if !k.is_multiple_of(32) {
             return Err(bad(format!("K = {k} is not a multiple of 32")));
         }
         let ws = self.view(&format!("{module}.scale"))?;
@@ -205,7 +205,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn qat(&mut self, x: &CpuTensor, kind: Qat) -> Result<CpuTensor, ExecError> {
-        check(x.cols % kind.block() == 0, "qat", || format!("{} columns are not a multiple of the {kind:?} block", x.cols))?;
+        check(x.cols.is_multiple_of(kind.block()), "qat", || format!("{} columns are not a multiple of the {kind:?} block", x.cols))?;
         Ok(CpuTensor { rows: x.rows, cols: x.cols, data: crate::kernels::qat::qat(kind, &x.data) })
     }
 

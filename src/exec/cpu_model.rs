@@ -13,7 +13,7 @@ pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, module: &str, grou
     let w = ex.view(&name)?;
     let bad = |problem: String| ExecError::BadWeight { name: name.clone(), problem };
     let [n, dg] = *w.shape else { return Err(bad("not 2-D".into())) };
-    if groups == 0 || n % groups != 0 || x.cols != groups * dg {
+    if groups == 0 || !n.is_multiple_of(groups) || x.cols != groups * dg {
         return Err(bad(format!("[{n}, {dg}] does not split into {groups} groups over {} inputs", x.cols)));
     }
     let r = n / groups;
@@ -23,7 +23,7 @@ pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, module: &str, grou
         let part = match w.dtype {
             Dtype::BF16 => gemm::oracle(WeightFormat::Bf16, x.rows, r, dg, &xg, &[], &w.bytes[g * r * dg * 2..(g + 1) * r * dg * 2], &[]),
             Dtype::F8E4M3 => {
-                if r % 32 != 0 || dg % 32 != 0 {
+                if !r.is_multiple_of(32) || !dg.is_multiple_of(32) {
                     return Err(bad(format!("group rows {r} and inputs {dg} must be multiples of 32")));
                 }
                 let ws = ex.view(&format!("{module}.scale"))?;
@@ -59,7 +59,7 @@ pub(super) fn hc_mixes(ex: &CpuExecutor, h: &CpuTensor, site: &HcSite, p: &HcPar
 
 /// Collapse of each row by the pre columns.
 pub(super) fn hc_collapse(h: &CpuTensor, mix: &CpuTensor, hc_n: usize) -> Result<CpuTensor, ExecError> {
-    check(h.rows == mix.rows && hc_n > 0 && h.cols % hc_n == 0 && mix.cols >= hc_n, "hc_collapse", || format!("h [{}, {}], mix [{}, {}]", h.rows, h.cols, mix.rows, mix.cols))?;
+    check(h.rows == mix.rows && hc_n > 0 && h.cols.is_multiple_of(hc_n) && mix.cols >= hc_n, "hc_collapse", || format!("h [{}, {}], mix [{}, {}]", h.rows, h.cols, mix.rows, mix.cols))?;
     let d = h.cols / hc_n;
     Ok(CpuTensor::from_rows(h.rows, d, |i| hc::collapse(h.row(i), &mix.row(i)[..hc_n], hc_n, d)))
 }
@@ -86,7 +86,7 @@ pub(super) fn engram_gate(ex: &CpuExecutor, h: &CpuTensor, kv: &CpuTensor, qk: (
 
 /// RoPE of each row.
 pub(super) fn rope(x: &CpuTensor, cs: &CpuTensor, heads: usize, inverse: bool) -> Result<CpuTensor, ExecError> {
-    let ok = cs.rows == x.rows && heads > 0 && x.cols % heads == 0 && cs.cols % 2 == 0 && cs.cols <= x.cols / heads;
+    let ok = cs.rows == x.rows && heads > 0 && x.cols.is_multiple_of(heads) && cs.cols.is_multiple_of(2) && cs.cols <= x.cols / heads;
     check(ok, "rope", || format!("x [{}, {}] with {heads} heads, table [{}, {}]", x.rows, x.cols, cs.rows, cs.cols))?;
     Ok(CpuTensor::from_rows(x.rows, x.cols, |i| rope_op::rotate(x.row(i), cs.row(i), heads, x.cols / heads, inverse)))
 }
