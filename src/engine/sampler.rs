@@ -21,7 +21,7 @@ pub enum SamplerError {
 pub enum Sampling {
     /// Argmax, lower index on ties.
     Greedy,
-    /// Softmax of logits / temperature, nucleus of mass `top_p`, one uniform draw per position from `seed`.
+    /// Softmax of logits / max(temperature, 1e-5), nucleus of mass `top_p`, one uniform draw per position from `seed`.
     Random { temperature: f32, top_p: f32, seed: u64 },
 }
 
@@ -100,7 +100,7 @@ impl Sampler {
             return Err(SamplerError::NaN(i));
         }
         let Sampling::Random { temperature, top_p, seed } = self.mode else { return Ok(argmax(logits) as u32) };
-        let inv_t = (1.0 / f64::from(temperature)) as f32;
+        let inv_t = (1.0 / f64::from(temperature).max(1e-5)) as f32;
         let probs = softmax(logits, logits.len(), inv_t);
         let mut order: Vec<usize> = (0..probs.len()).collect();
         order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));

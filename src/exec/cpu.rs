@@ -45,6 +45,14 @@ pub(crate) fn round_out(mut v: Vec<f32>, out: Out) -> Vec<f32> {
     v
 }
 
+/// Fails unless every value is exact in bf16 (what keeps the products of a GEMM without act_quant exact, rule N2).
+pub(crate) fn bf16_valued(op: &'static str, x: &[f32]) -> Result<(), ExecError> {
+    match x.iter().position(|&v| round_bf16(v).to_bits() != v.to_bits()) {
+        None => Ok(()),
+        Some(i) => Err(ExecError::Shape { op, problem: format!("input {i} = {:e} is not a bf16 value", x[i]) }),
+    }
+}
+
 /// Fails unless `ok`, naming the op.
 pub(crate) fn check(ok: bool, op: &'static str, problem: impl FnOnce() -> String) -> Result<(), ExecError> {
     if ok {
@@ -87,6 +95,7 @@ impl<'c> CpuExecutor<'c> {
             return Err(bad(format!("takes {wk} inputs, the activation has {k}")));
         }
         if fmt == WeightFormat::Bf16 {
+            bf16_valued("linear", x)?;
             return Ok((gemm::oracle(fmt, m, n, k, x, &[], w.bytes, &[]), n));
         }
         if !k.is_multiple_of(32) {

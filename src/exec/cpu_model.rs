@@ -1,5 +1,5 @@
 //! The CPU executor's model ops: each row through its oracle in src/kernels (hc, engram_op, rope, compressor, indexer, attention, moe).
-use super::cpu::{check, CpuExecutor, CpuTensor};
+use super::cpu::{bf16_valued, check, CpuExecutor, CpuTensor};
 use super::{AttnInputs, EngramGate, ExecError, HcParams, HcSite, RouteParams};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::kernels::ops;
@@ -16,6 +16,7 @@ pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, module: &str, grou
     if groups == 0 || !n.is_multiple_of(groups) || x.cols != groups * dg {
         return Err(bad(format!("[{n}, {dg}] does not split into {groups} groups over {} inputs", x.cols)));
     }
+    bf16_valued("grouped_linear", &x.data)?;
     let r = n / groups;
     let mut y = vec![0.0f32; x.rows * n];
     for g in 0..groups {
