@@ -78,10 +78,11 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
     let logits = t(n, cfg.n_routed_experts, 8, 3.0);
     let route = model.route(&model.plan[3]);
     row_independent("moe_route", n, |a, b| {
-        let (i, w) = ex.moe_route(&rows(&logits, a, b), "layers.3.ffn.gate.bias", &route).expect("route");
+        let image: Vec<bool> = (a..b).map(|r| r % 3 == 1).collect();
+        let (i, w) = ex.moe_route(&rows(&logits, a, b), "layers.3.ffn.gate.bias", Some("layers.3.ffn.gate.bias_vl"), &image, &route).expect("route");
         CpuTensor { rows: i.rows, cols: 2 * i.cols, data: (0..i.rows).flat_map(|r| i.row(r).iter().chain(w.row(r)).copied().collect::<Vec<_>>()).collect() }
     });
-    let (ids, rw) = ex.moe_route(&logits, "layers.3.ffn.gate.bias", &route).expect("route");
+    let (ids, rw) = ex.moe_route(&logits, "layers.3.ffn.gate.bias", None, &[false; 9], &route).expect("route");
     row_independent("routed_experts", n, |a, b| {
         ex.routed_experts(&rows(&x, a, b), &rows(&ids, a, b), &rows(&rw, a, b), "layers.3.ffn.experts", model.swiglu_limit()).expect("experts")
     });

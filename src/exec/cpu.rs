@@ -259,8 +259,8 @@ impl Executor for CpuExecutor<'_> {
         m::sparse_attention(self, q, a)
     }
 
-    fn moe_route(&mut self, logits: &CpuTensor, bias: &str, p: &RouteParams) -> Result<(CpuTensor, CpuTensor), ExecError> {
-        m::moe_route(self, logits, bias, p)
+    fn moe_route(&mut self, logits: &CpuTensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(CpuTensor, CpuTensor), ExecError> {
+        m::moe_route(self, logits, (bias, bias_vl), image, p)
     }
 
     fn routed_experts(&mut self, x: &CpuTensor, ids: &CpuTensor, w: &CpuTensor, prefix: &str, limit: f32) -> Result<CpuTensor, ExecError> {

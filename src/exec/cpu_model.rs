@@ -149,11 +149,17 @@ pub(super) fn sparse_attention(ex: &CpuExecutor, q: &CpuTensor, a: &AttnInputs<'
     Ok(CpuTensor { rows: q.rows, cols: q.cols, data: out })
 }
 
-/// Router of each row.
-pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, bias: &str, p: &RouteParams) -> Result<(CpuTensor, CpuTensor), ExecError> {
-    let b = ex.values(bias)?;
-    check(b.len() == logits.cols && p.k <= logits.cols, "moe_route", || format!("{bias} has {} values for {} experts, k {}", b.len(), logits.cols, p.k))?;
-    let routes: Vec<(Vec<u32>, Vec<f32>)> = (0..logits.rows).map(|i| moe::route_row(logits.row(i), &b, p)).collect();
+/// Router of each row, with `bias_vl` on image rows.
+pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Option<&str>), image: &[bool], p: &RouteParams) -> Result<(CpuTensor, CpuTensor), ExecError> {
+    let (name, vl_name) = biases;
+    let b = ex.values(name)?;
+    let vl = match vl_name {
+        Some(n) if image.iter().any(|&i| i) => ex.values(n)?,
+        _ => b.clone(),
+    };
+    let ok = b.len() == logits.cols && vl.len() == b.len() && p.k <= logits.cols && image.len() == logits.rows;
+    check(ok, "moe_route", || format!("{name} has {} values for {} experts, k {}, {} image flags for {} rows", b.len(), logits.cols, p.k, image.len(), logits.rows))?;
+    let routes: Vec<(Vec<u32>, Vec<f32>)> = (0..logits.rows).map(|i| moe::route_row(logits.row(i), if image[i] { &vl } else { &b }, p)).collect();
     let ids = routes.iter().flat_map(|(i, _)| i.iter().map(|&e| e as f32)).collect();
     let w = routes.iter().flat_map(|(_, w)| w.iter().copied()).collect();
     Ok((CpuTensor { rows: logits.rows, cols: p.k, data: ids }, CpuTensor { rows: logits.rows, cols: p.k, data: w }))

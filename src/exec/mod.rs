@@ -131,8 +131,8 @@ pub trait Executor {
     /// Sparse attention with sink of q `[S, heads*hd]` over each row's window then selected compressed rows; bf16 out.
     fn sparse_attention(&mut self, q: &Self::Tensor, a: &AttnInputs<'_, Self::Tensor>) -> Result<Self::Tensor, ExecError>;
 
-    /// Router of gate logits `[S, E]` with the F32 `bias` tensor: (expert ids `[S, k]` as f32, weights `[S, k]`).
-    fn moe_route(&mut self, logits: &Self::Tensor, bias: &str, p: &RouteParams) -> Result<(Self::Tensor, Self::Tensor), ExecError>;
+    /// Router of gate logits `[S, E]` with the F32 selection bias `bias`, or `bias_vl` on rows marked `image`: (expert ids `[S, k]` as f32, weights `[S, k]`).
+    fn moe_route(&mut self, logits: &Self::Tensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(Self::Tensor, Self::Tensor), ExecError>;
     /// Routed experts `{prefix}.{e}.{w1,w2,w3}` of x `[S, d]` by ids and weights, summed per row by ascending expert id from +0.0; f32 out.
     fn routed_experts(&mut self, x: &Self::Tensor, ids: &Self::Tensor, w: &Self::Tensor, prefix: &str, limit: f32) -> Result<Self::Tensor, ExecError>;
 }

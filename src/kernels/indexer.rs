@@ -32,6 +32,7 @@ pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize
 /// with a score above -inf are kept.
 pub fn candidate_mask_row(scores: &[f32], visible: usize, blocks: usize, block: usize) -> Vec<f32> {
     let n = scores.len();
+    let visible = visible.min(n);
     let nb = n.div_ceil(block.max(1));
     let mut bs: Vec<f32> = (0..nb)
         .map(|b| scores[b * block..((b + 1) * block).min(n)].iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)))

@@ -112,6 +112,7 @@ pub fn forward<E: Executor>(ex: &mut E, m: &Model, st: &mut SeqState<E::Tensor>,
         candidates: None,
     };
     let hc = cfg.hc_mult;
+    let text_only = vec![false; s];
     let e = ex.embed("embed", tokens)?;
     tap(ex, taps, "embed", &e)?;
     let mut h = ex.hc_repeat(&e, hc)?;
@@ -136,7 +137,7 @@ pub fn forward<E: Executor>(ex: &mut E, m: &Model, st: &mut SeqState<E::Tensor>,
         let x = ex.hc_collapse(&h, &mix_a, hc)?;
         let x = ex.rmsnorm(&x, &format!("{p}.ffn_norm"), m.eps(), Out::Bf16)?;
         tap(ex, taps, format!("L{l}.ffn.x"), &x)?;
-        let y = ffn::moe(ex, m, l, &x, taps)?;
+        let y = ffn::moe(ex, m, l, &x, &text_only, taps)?;
         h = ex.hc_expand(&y, &h, &mix_f, hc)?;
         tap(ex, taps, format!("L{l}.h_ffn"), &h)?;
         pre = mix_f;

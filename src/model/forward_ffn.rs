@@ -3,13 +3,14 @@ use super::{tap, ForwardError, Model};
 use crate::exec::{Executor, Out};
 use crate::model::taps::Taps;
 
-/// MoE of layer `l` on the normed input `x` `[S, D]`; returns `[S, D]` (bf16).
-pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
+/// MoE of layer `l` on the normed input `x` `[S, D]` (`image` marks image-span rows, routed with `bias_vl`); returns `[S, D]` (bf16).
+pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, image: &[bool], taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
     let plan = &m.plan[l];
     let f = format!("{}.ffn", plan.prefix());
     let limit = m.swiglu_limit();
     let logits = ex.linear(x, &format!("{f}.gate"), Out::F32)?;
-    let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), &m.route(plan))?;
+    let bias_vl = m.cfg.vision.is_some().then(|| format!("{f}.gate.bias_vl"));
+    let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), bias_vl.as_deref(), image, &m.route(plan))?;
     tap(ex, taps, format!("L{l}.ffn.gate_idx"), &ids)?;
     tap(ex, taps, format!("L{l}.ffn.gate_w"), &w)?;
     let routed = ex.routed_experts(x, &ids, &w, &format!("{f}.experts"), limit)?;
