@@ -67,3 +67,19 @@ fn prefill_in_any_chunking_then_decode_gives_identical_logits_and_state_bytes() 
         assert!(c.final_state == whole.final_state, "chunk {chunk}: final state differs");
     }
 }
+
+#[test]
+fn bad_calls_are_errors_that_leave_the_state_untouched() {
+    let t = tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let mut s = Session::new(CpuExecutor::new(&t.ckpt), &model).expect("session");
+    s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("prefill");
+    let before = s.state.to_bytes(&mut s.ex).expect("state");
+    let v = t.cfg.vocab_size as u32;
+    assert!(s.run(&[], LogitRows::Last, &mut Taps::default()).is_err(), "empty call");
+    assert!(s.run(&[3, v], LogitRows::Last, &mut Taps::default()).is_err(), "id outside the vocabulary");
+    let long = vec![3u32; t.cfg.max_position_embeddings];
+    assert!(s.run(&long, LogitRows::Last, &mut Taps::default()).is_err(), "positions past the limit");
+    assert!(s.state.to_bytes(&mut s.ex).expect("state") == before, "a rejected call changed the state");
+    assert!(s.run(&[3], LogitRows::Last, &mut Taps::default()).is_ok(), "the sequence continues");
+}
