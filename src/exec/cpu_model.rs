@@ -165,8 +165,7 @@ pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Opt
     Ok((CpuTensor { rows: logits.rows, cols: p.k, data: ids }, CpuTensor { rows: logits.rows, cols: p.k, data: w }))
 }
 
-/// Routed experts: rows gathered per expert, `w2(swiglu(w1 x, w3 x) * weight)` (bf16 at each reference rounding point),
-/// accumulated per row by ascending expert id from +0.0 (`moe::join_row`'s order).
+/// Routed experts: rows gathered per expert, `w2(swiglu(w1 x, w3 x) * weight)` (bf16 at each reference rounding point), accumulated per row by ascending expert id from +0.0 (`moe::join_row`'s order).
 pub(super) fn routed_experts(ex: &CpuExecutor, x: &CpuTensor, ids: &CpuTensor, w: &CpuTensor, prefix: &str, limit: f32) -> Result<CpuTensor, ExecError> {
     check(ids.rows == x.rows && (w.rows, w.cols) == (ids.rows, ids.cols), "routed_experts", || format!("x rows {}, ids [{}, {}]", x.rows, ids.rows, ids.cols))?;
     let mut y = vec![0.0f32; x.rows * x.cols];

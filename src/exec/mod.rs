@@ -63,9 +63,7 @@ pub struct AttnInputs<'t, T> {
     pub scale: f32,
 }
 
-/// The ops of the forward. Weight arguments are checkpoint names: `linear`, `grouped_linear`, `rmsnorm` and `embed` take the
-/// module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent:
-/// a row's output bits do not depend on the other rows of the call.
+/// The ops of the forward. Weight arguments are checkpoint names: `linear`, `grouped_linear`, `rmsnorm` and `embed` take the module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent: a row's output bits do not depend on the other rows of the call.
 pub trait Executor {
     /// A tensor of f32 values `[rows, cols]` owned by the executor.
     type Tensor;
@@ -112,8 +110,7 @@ pub trait Executor {
     /// Quantize-dequantize round trip of each block.
     fn qat(&mut self, x: &Self::Tensor, kind: Qat) -> Result<Self::Tensor, ExecError>;
 
-    /// Ratio-r gated pooling: the `pending` buffered rows of `partial` (`[r-1, 2*hd]`: k then g), then this call's `k`, `g` rows;
-    /// returns the complete groups' latents `[G, hd]` (bf16) and leaves the remainder in `partial` (rest zero).
+    /// Ratio-r gated pooling: the `pending` buffered rows of `partial` (`[r-1, 2*hd]`: k then g), then this call's `k`, `g` rows; returns the complete groups' latents `[G, hd]` (bf16) and leaves the remainder in `partial` (rest zero).
     fn compress_pool(&mut self, k: &Self::Tensor, g: &Self::Tensor, partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError>;
     /// Appends rows to a growing cache.
     fn append_rows(&mut self, cache: &mut Self::Tensor, rows: &Self::Tensor) -> Result<(), ExecError>;

@@ -3,10 +3,7 @@ use crate::numerics::math::{div, exp, mul_rn};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
-/// One query row `q` [heads*dim] over `keys` (each [dim], K = V): the window rows by ascending position, then the selected compressed
-/// rows by ascending index. Canonical order, per head h: s_k = mul_rn(canonical_sum(q_h * kv_k), scale) (exact products);
-/// M = max(max_k s_k, -1e30); p_k = exp(s_k - M); denom = canonical_sum_k(p_k) + exp(sink_h - M);
-/// o_h[i] = bf16(div(canonical_sum_k(mul_rn(p_k, kv_k[i])), denom)), every sum over keys in key order.
+/// One query row `q` [heads*dim] over `keys` (each [dim], K = V): the window rows by ascending position, then the selected compressed rows by ascending index. Canonical order, per head h: s_k = mul_rn(canonical_sum(q_h * kv_k), scale) (exact products); M = max(max_k s_k, -1e30); p_k = exp(s_k - M); denom = canonical_sum_k(p_k) + exp(sink_h - M); o_h[i] = bf16(div(canonical_sum_k(mul_rn(p_k, kv_k[i])), denom)), every sum over keys in key order.
 pub fn attend_row(q: &[f32], keys: &[&[f32]], sink: &[f32], dim: usize, scale: f32) -> Vec<f32> {
     let heads = sink.len();
     let n = keys.len();

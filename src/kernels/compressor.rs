@@ -3,9 +3,7 @@ use crate::numerics::math::{exp, mul_rn, recip};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
-/// One complete group: `k[t]`, `g[t]` for the `ratio` members in position order, each [hd] f32.
-/// Canonical order, per channel c: M = max_t g_t[c]; e_t = exp(g_t[c] - M); p_t = e_t * recip(sum_t e_t), t ascending from +0.0;
-/// latent[c] = bf16(sum_t mul_rn(p_t, k_t[c])), t ascending from +0.0.
+/// One complete group: `k[t]`, `g[t]` for the `ratio` members in position order, each [hd] f32. Canonical order, per channel c: M = max_t g_t[c]; e_t = exp(g_t[c] - M); p_t = e_t * recip(sum_t e_t), t ascending from +0.0; latent[c] = bf16(sum_t mul_rn(p_t, k_t[c])), t ascending from +0.0.
 pub fn pool_group(k: &[&[f32]], g: &[&[f32]]) -> Vec<f32> {
     let r = k.len();
     let hd = k.first().map_or(0, |v| v.len());

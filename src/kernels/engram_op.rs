@@ -14,10 +14,7 @@ pub struct EngramGate {
     pub eps: f32,
 }
 
-/// One row: `h` [hc*d] (bf16 values), `kv` [(hc+1)*d] (keys stream-major, then the shared value), `w` = q_weight * k_weight [hc*d].
-/// Canonical order, per stream c: ms_h = canonical_sum(h^2) * (1/d), ms_k likewise; rho = rsqrt(ms_h + eps) * rsqrt(ms_k + eps);
-/// dot = canonical_sum(mul_rn(h * w, key)) (h * w exact) * rho * d^-1/2; g = sigmoid(+-sqrt(max(|dot|, 1e-6))), 0 when not `live`;
-/// out = bf16(h + mul_rn(g, value)).
+/// One row: `h` [hc*d] (bf16 values), `kv` [(hc+1)*d] (keys stream-major, then the shared value), `w` = q_weight * k_weight [hc*d]. Canonical order, per stream c: ms_h = canonical_sum(h^2) * (1/d), ms_k likewise; rho = rsqrt(ms_h + eps) * rsqrt(ms_k + eps); dot = canonical_sum(mul_rn(h * w, key)) (h * w exact) * rho * d^-1/2; g = sigmoid(+-sqrt(max(|dot|, 1e-6))), 0 when not `live`; out = bf16(h + mul_rn(g, value)).
 pub fn gate_row(h: &[f32], kv: &[f32], w: &[f32], p: &EngramGate, live: bool) -> Vec<f32> {
     let d = p.d;
     let inv_d = (1.0 / d as f64) as f32;

@@ -41,10 +41,7 @@ fn small_sum(n: usize, term: impl Fn(usize) -> f32) -> f32 {
     canonical_sum(n, term, |_| 1.0)
 }
 
-/// Splits raw mixes into `[pre (hc), post (hc), comb (hc x hc, row-major [i][j])]`.
-/// Canonical order: pre = sigmoid(mul_rn(mu, scale0) + base) + eps; post = 2 sigmoid(..); comb = row softmax
-/// (exp(c - max) * recip(ascending row sum)) + eps, then a column pass, then iters-1 (row, column) passes,
-/// each entry divided by (its ascending row or column sum + eps).
+/// Splits raw mixes into `[pre (hc), post (hc), comb (hc x hc, row-major [i][j])]`. Canonical order: pre = sigmoid(mul_rn(mu, scale0) + base) + eps; post = 2 sigmoid(..); comb = row softmax (exp(c - max) * recip(ascending row sum)) + eps, then a column pass, then iters-1 (row, column) passes, each entry divided by (its ascending row or column sum + eps).
 pub fn split_sinkhorn(mu: &[f32], scale: &[f32], base: &[f32], p: &HcParams) -> Vec<f32> {
     let hc = p.hc;
     let mut out = Vec::with_capacity(p.mix_dim());

@@ -3,9 +3,7 @@ use super::ops::topk;
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
-/// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf.
-/// Canonical order, per key t and head h: dot = bf16(canonical_sum(q_h * k_t)) (exact products); term = bf16(relu(dot) * w_h);
-/// score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
+/// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf. Canonical order, per key t and head h: dot = bf16(canonical_sum(q_h * k_t)) (exact products); term = bf16(relu(dot) * w_h); score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
 pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize) -> Vec<f32> {
     let heads = w.len();
     let t_len = keys.len() / dim.max(1);
@@ -27,9 +25,7 @@ pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize
         .collect()
 }
 
-/// Level-one candidate mask of one query (1.0 kept, 0.0 not): block score = max of its `block` positions (-inf padded);
-/// the block holding position `visible - 1` is pinned to +inf; the top `min(blocks, n_blocks)` blocks by (score desc, index asc)
-/// with a score above -inf are kept.
+/// Level-one candidate mask of one query (1.0 kept, 0.0 not): block score = max of its `block` positions (-inf padded); the block holding position `visible - 1` is pinned to +inf; the top `min(blocks, n_blocks)` blocks by (score desc, index asc) with a score above -inf are kept.
 pub fn candidate_mask_row(scores: &[f32], visible: usize, blocks: usize, block: usize) -> Vec<f32> {
     let n = scores.len();
     let visible = visible.min(n);

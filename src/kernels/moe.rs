@@ -29,9 +29,7 @@ pub struct RouteParams {
     pub route_scale: f32,
 }
 
-/// Routes one row of gate logits `z` [n_experts] (f32): (expert ids in pick order, weights).
-/// Canonical order: s = func(z * inv_temp); picks = top-k of (s + bias) by (value desc, index asc);
-/// w_k = div(s[pick_k], canonical_sum over picks in pick order + 1e-20) when normalizing; w_k = w_k * route_scale.
+/// Routes one row of gate logits `z` [n_experts] (f32): (expert ids in pick order, weights). Canonical order: s = func(z * inv_temp); picks = top-k of (s + bias) by (value desc, index asc); w_k = div(s[pick_k], canonical_sum over picks in pick order + 1e-20) when normalizing; w_k = w_k * route_scale.
 pub fn route_row(z: &[f32], bias: &[f32], p: &RouteParams) -> (Vec<u32>, Vec<f32>) {
     let n = z.len();
     let zt: Vec<f32> = match p.inv_temp {
