@@ -1,4 +1,6 @@
 //! Software transcendentals (rule N5) from unfused products, adds and bit manipulation; wgsl/lib/math.wgsl is a line-by-line copy.
+// max/min chains and negated comparisons mirror WGSL's min, max and NaN-catching tests, which clamp would not.
+#![allow(clippy::manual_clamp, clippy::neg_cmp_op_on_partial_ord)]
 #[path = "math_parts.rs"]
 mod parts;
 #[cfg(test)]

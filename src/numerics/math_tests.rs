@@ -19,19 +19,19 @@ fn take_subnormal_count() -> u64 {
 }
 
 /// xorshift64* stream.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn bits(&mut self) -> f32 {
+    pub(super) fn bits(&mut self) -> f32 {
         f32::from_bits((self.next() >> 32) as u32)
     }
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+    pub(super) fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
         let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
         (lo as f64 + u * (hi as f64 - lo as f64)) as f32
     }
@@ -188,13 +188,13 @@ fn erf64(x: f64) -> f64 {
 #[test]
 fn erf_reference_matches_mpmath_values() {
     let known = [
-        (1e-3, 0.0011283787909692363799),
-        (0.5, 0.52049987781304653768),
-        (1.0, 0.84270079294971486934),
-        (2.0, 0.99532226501895273416),
-        (3.5, 0.99999925690162765859),
-        (3.9, 0.99999996520775140277),
-        (-0.7, -0.67780119383741847298),
+        (1e-3, 0.0011283787909692365),
+        (0.5, 0.5204998778130465),
+        (1.0, 0.8427007929497149),
+        (2.0, 0.9953222650189527),
+        (3.5, 0.9999992569016276),
+        (3.9, 0.9999999652077514),
+        (-0.7, -0.6778011938374184),
     ];
     for (x, want) in known {
         let got = erf64(x);
@@ -274,7 +274,7 @@ fn rsqrt_sqrt_recip_within_2_ulp_of_f64() {
 #[test]
 fn div_within_2_ulp_of_f64() {
     let mut rng = Rng(9);
-    let draw = |k: usize, r: &mut Rng| if k % 2 == 0 { r.bits() } else { r.uniform(-4.0, 4.0) };
+    let draw = |k: usize, r: &mut Rng| if k.is_multiple_of(2) { r.bits() } else { r.uniform(-4.0, 4.0) };
     let mut pairs = Vec::with_capacity(1 << 20);
     while pairs.len() < 1 << 20 {
         let i = pairs.len();
@@ -297,7 +297,7 @@ fn div_within_2_ulp_of_f64() {
 #[test]
 fn sigmoid_silu_softplus_within_2_ulp_of_f64() {
     let mut e = common_edges();
-    e.extend(around(&[EXP_X_MIN, 87.33654, 17.0, 20.0, 32.0, 92.0, 103.9, 104.0, 0.34657359]));
+    e.extend(around(&[EXP_X_MIN, 87.33654, 17.0, 20.0, 32.0, 92.0, 103.9, 104.0, 0.3465736]));
     e.extend(around(&(-151..=151).map(|k| (k as f32 + 0.5) * std::f32::consts::LN_2).collect::<Vec<_>>()));
     let xs = inputs(10, -30.0, 30.0, e.clone(), |_| true);
     let wide = inputs(11, -110.0, 110.0, e, |_| true);
@@ -311,7 +311,7 @@ fn sigmoid_silu_softplus_within_2_ulp_of_f64() {
 #[test]
 fn erf_within_2_ulp_of_f64() {
     let mut e = common_edges();
-    e.extend(around(&[1.0, 2.0, 3.0, 3.92, 3.9192059, 0.5, 0.8]));
+    e.extend(around(&[1.0, 2.0, 3.0, 3.92, 3.919206, 0.5, 0.8]));
     let xs = inputs(12, -4.5, 4.5, e, |_| true);
     unary("erf", &xs, erf, erf64);
 }
