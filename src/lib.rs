@@ -8,6 +8,5 @@ pub mod text;
 pub mod bench;
 pub mod exec;
 pub mod engine;
-#[path = "model/forward.rs"]
-pub mod forward;
+pub use model::forward;
 pub mod cli_run;

@@ -2,6 +2,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod engram_layout;
+pub mod forward;
 pub mod plan;
 pub mod progress;
 pub mod quantize;
