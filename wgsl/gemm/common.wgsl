@@ -3,17 +3,29 @@ override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, n: u32, k: u32, n_base: u32, ldo: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 
-fn block_dot(m: u32, b: u32, wv: array<f32, 32>) -> f32 {
+// Eight decoded weights, columns ascending.
+struct W8 { a: vec4<f32>, b: vec4<f32> }
+
+// A decoded block of 32 weights, columns ascending.
+struct W32 { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
+
+fn dot4(s: f32, a: vec4<f32>, c: vec4<f32>) -> f32 {
+    var t = s + a.x * c.x;
+    t = t + a.y * c.y;
+    t = t + a.z * c.z;
+    return t + a.w * c.w;
+}
+
+fn block_dot(m: u32, b: u32, wv: W32) -> f32 {
     let base = (m * P.k + b * 32u) >> 2u;
-    var s = 0.0;
-    for (var q = 0u; q < 8u; q++) {
-        let v = x[base + q];
-        s = s + v.x * wv[4u * q];
-        s = s + v.y * wv[4u * q + 1u];
-        s = s + v.z * wv[4u * q + 2u];
-        s = s + v.w * wv[4u * q + 3u];
-    }
-    return s;
+    var s = dot4(0.0, x[base], wv.v0);
+    s = dot4(s, x[base + 1u], wv.v1);
+    s = dot4(s, x[base + 2u], wv.v2);
+    s = dot4(s, x[base + 3u], wv.v3);
+    s = dot4(s, x[base + 4u], wv.v4);
+    s = dot4(s, x[base + 5u], wv.v5);
+    s = dot4(s, x[base + 6u], wv.v6);
+    return dot4(s, x[base + 7u], wv.v7);
 }
 
 fn block_scale(m: u32, n: u32, b: u32) -> f32 {

@@ -3,29 +3,23 @@
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-fn wword(i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
-
-fn wvals8(n: u32, b: u32, q: u32, k: u32) -> array<f32, 8> {
-    let v = w[(n * k + b * 32u + q * 8u) >> 3u];
-    var r: array<f32, 8>;
-    for (var j = 0u; j < 4u; j++) {
-        r[2u * j] = bitcast<f32>(v[j] << 16u);
-        r[2u * j + 1u] = bitcast<f32>(v[j] & 0xffff0000u);
-    }
-    return r;
+fn bf16x4(a: u32, b: u32) -> vec4<f32> {
+    return vec4<f32>(bitcast<f32>(a << 16u), bitcast<f32>(a & 0xffff0000u), bitcast<f32>(b << 16u), bitcast<f32>(b & 0xffff0000u));
 }
 
-fn wblock(n: u32, b: u32, k: u32) -> array<f32, 32> {
+// Eight consecutive weights of row n starting at column b*32 + q*8.
+fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
+    let v = w[(n * k + b * 32u + q * 8u) >> 3u];
+    return W8(bf16x4(v.x, v.y), bf16x4(v.z, v.w));
+}
+
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 3u;
-    var r: array<f32, 32>;
-    for (var h = 0u; h < 4u; h++) {
-        let v = w[base + h];
-        for (var j = 0u; j < 4u; j++) {
-            r[8u * h + 2u * j] = bitcast<f32>(v[j] << 16u);
-            r[8u * h + 2u * j + 1u] = bitcast<f32>(v[j] & 0xffff0000u);
-        }
-    }
-    return r;
+    let v0 = w[base];
+    let v1 = w[base + 1u];
+    let v2 = w[base + 2u];
+    let v3 = w[base + 3u];
+    return W32(bf16x4(v0.x, v0.y), bf16x4(v0.z, v0.w), bf16x4(v1.x, v1.y), bf16x4(v1.z, v1.w), bf16x4(v2.x, v2.y), bf16x4(v2.z, v2.w), bf16x4(v3.x, v3.y), bf16x4(v3.z, v3.w));
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 { return 1.0; }

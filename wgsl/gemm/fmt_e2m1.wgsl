@@ -5,22 +5,19 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-fn wword(i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
-
-fn wvals8(n: u32, b: u32, q: u32, k: u32) -> array<f32, 8> {
-    let word = wword((n * k + b * 32u + q * 8u) >> 3u);
-    var r: array<f32, 8>;
-    for (var i = 0u; i < 8u; i++) { r[i] = e2m1_value((word >> (4u * i)) & 15u); }
-    return r;
+fn e2m1x4(word: u32) -> vec4<f32> {
+    return vec4<f32>(e2m1_value(word & 15u), e2m1_value((word >> 4u) & 15u), e2m1_value((word >> 8u) & 15u), e2m1_value((word >> 12u) & 15u));
 }
 
-fn wblock(n: u32, b: u32, k: u32) -> array<f32, 32> {
+// Eight consecutive weights of row n starting at column b*32 + q*8.
+fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
+    let word = w[(n * k + b * 32u) >> 5u][q];
+    return W8(e2m1x4(word), e2m1x4(word >> 16u));
+}
+
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let v = w[(n * k + b * 32u) >> 5u];
-    var r: array<f32, 32>;
-    for (var j = 0u; j < 4u; j++) {
-        for (var i = 0u; i < 8u; i++) { r[8u * j + i] = e2m1_value((v[j] >> (4u * i)) & 15u); }
-    }
-    return r;
+    return W32(e2m1x4(v.x), e2m1x4(v.x >> 16u), e2m1x4(v.y), e2m1x4(v.y >> 16u), e2m1x4(v.z), e2m1x4(v.z >> 16u), e2m1x4(v.w), e2m1x4(v.w >> 16u));
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {

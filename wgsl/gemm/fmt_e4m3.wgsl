@@ -5,28 +5,24 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-fn wword(i: u32) -> u32 { return w[i >> 2u][i & 3u]; }
-
-fn wvals8(n: u32, b: u32, q: u32, k: u32) -> array<f32, 8> {
-    let wi = (n * k + b * 32u + q * 8u) >> 2u;
-    var r: array<f32, 8>;
-    for (var j = 0u; j < 2u; j++) {
-        let word = wword(wi + j);
-        for (var i = 0u; i < 4u; i++) { r[4u * j + i] = e4m3_value(byte_of(word, i)); }
-    }
-    return r;
+fn e4m3x4(word: u32) -> vec4<f32> {
+    return vec4<f32>(e4m3_value(word & 0xffu), e4m3_value((word >> 8u) & 0xffu), e4m3_value((word >> 16u) & 0xffu), e4m3_value(word >> 24u));
 }
 
-fn wblock(n: u32, b: u32, k: u32) -> array<f32, 32> {
+// Eight consecutive weights of row n starting at column b*32 + q*8.
+fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
+    let v = w[(n * k + b * 32u + q * 8u) >> 4u];
+    let h = q & 1u;
+    let lo = select(v.x, v.z, h == 1u);
+    let hi = select(v.y, v.w, h == 1u);
+    return W8(e4m3x4(lo), e4m3x4(hi));
+}
+
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 4u;
-    var r: array<f32, 32>;
-    for (var h = 0u; h < 2u; h++) {
-        let v = w[base + h];
-        for (var j = 0u; j < 4u; j++) {
-            for (var i = 0u; i < 4u; i++) { r[16u * h + 4u * j + i] = e4m3_value(byte_of(v[j], i)); }
-        }
-    }
-    return r;
+    let v0 = w[base];
+    let v1 = w[base + 1u];
+    return W32(e4m3x4(v0.x), e4m3x4(v0.y), e4m3x4(v0.z), e4m3x4(v0.w), e4m3x4(v1.x), e4m3x4(v1.y), e4m3x4(v1.z), e4m3x4(v1.w));
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {

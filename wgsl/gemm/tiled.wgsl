@@ -1,6 +1,20 @@
-// GEMM for many rows: 64x64 tiles, 4x4 outputs per thread, per-output block sums in the canonical order (N4).
-var<workgroup> As: array<f32, 2048>;
-var<workgroup> Bs: array<f32, 2048>;
+// GEMM for many rows: 64x64 tiles, 4x4 outputs per thread in registers, per-output block sums in the canonical order (N4).
+var<workgroup> As: array<vec4<f32>, 512>;
+var<workgroup> Bs: array<vec4<f32>, 512>;
+
+// Scales of block b for row m and the four columns n0..n0+3 (clamped into range).
+fn scale4(m: u32, n0: u32, b: u32) -> vec4<f32> {
+    let mm = x_row(min(m, P.m - 1u), b);
+    let l = P.n - 1u;
+    return vec4<f32>(block_scale(mm, min(n0, l), b), block_scale(mm, min(n0 + 1u, l), b), block_scale(mm, min(n0 + 2u, l), b), block_scale(mm, min(n0 + 3u, l), b));
+}
+
+fn store4(m: u32, n0: u32, v: vec4<f32>) {
+    if (m >= P.m) { return; }
+    for (var j = 0u; j < 4u; j++) {
+        if (n0 + j < P.n) { store_out(m, n0 + j, v[j]); }
+    }
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -14,60 +28,74 @@ fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: v
     let nb = P.k >> 5u;
     let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
-    var total: array<f32, 16>;
-    var seg: array<f32, 16>;
-    var bs: array<f32, 16>;
-    for (var i = 0u; i < 16u; i++) { total[i] = 0.0; }
+    let zero4 = vec4<f32>(0.0);
+    var t0 = zero4;
+    var t1 = zero4;
+    var t2 = zero4;
+    var t3 = zero4;
+    let mi = m0 + ty * 4u;
+    let nj = n0 + tx * 4u;
     for (var si = 0u; si < nseg; si++) {
         let s = select(si, nseg - 1u - si, CONTROL == 2u);
-        for (var i = 0u; i < 16u; i++) { seg[i] = 0.0; }
+        var s0 = zero4;
+        var s1 = zero4;
+        var s2 = zero4;
+        var s3 = zero4;
         for (var b = s * 8u; b < min(s * 8u + 8u, last); b++) {
             let am = m0 + lr;
-            var av: array<f32, 8>;
+            var av = W8(zero4, zero4);
             if (am < P.m) {
                 let base = (x_row(am, b) * P.k + b * 32u + q * 8u) >> 2u;
-                let v0 = x[base];
-                let v1 = x[base + 1u];
-                av = array<f32, 8>(v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w);
-            } else {
-                av = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+                av = W8(x[base], x[base + 1u]);
             }
             let bn = n0 + lr;
-            var wv = array<f32, 8>(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+            var wv = W8(zero4, zero4);
             if (bn < P.n) { wv = wvals8(bn, b, q, P.k); }
-            for (var i = 0u; i < 8u; i++) {
-                As[(q * 8u + i) * 64u + lr] = av[i];
-                Bs[(q * 8u + i) * 64u + lr] = wv[i];
-            }
+            let row = lr >> 2u;
+            let c = lr & 3u;
+            let k0 = q * 8u;
+            As[(k0 + 0u) * 16u + row][c] = av.a.x;
+            As[(k0 + 1u) * 16u + row][c] = av.a.y;
+            As[(k0 + 2u) * 16u + row][c] = av.a.z;
+            As[(k0 + 3u) * 16u + row][c] = av.a.w;
+            As[(k0 + 4u) * 16u + row][c] = av.b.x;
+            As[(k0 + 5u) * 16u + row][c] = av.b.y;
+            As[(k0 + 6u) * 16u + row][c] = av.b.z;
+            As[(k0 + 7u) * 16u + row][c] = av.b.w;
+            Bs[(k0 + 0u) * 16u + row][c] = wv.a.x;
+            Bs[(k0 + 1u) * 16u + row][c] = wv.a.y;
+            Bs[(k0 + 2u) * 16u + row][c] = wv.a.z;
+            Bs[(k0 + 3u) * 16u + row][c] = wv.a.w;
+            Bs[(k0 + 4u) * 16u + row][c] = wv.b.x;
+            Bs[(k0 + 5u) * 16u + row][c] = wv.b.y;
+            Bs[(k0 + 6u) * 16u + row][c] = wv.b.z;
+            Bs[(k0 + 7u) * 16u + row][c] = wv.b.w;
             workgroupBarrier();
-            for (var i = 0u; i < 16u; i++) { bs[i] = 0.0; }
+            var b0 = zero4;
+            var b1 = zero4;
+            var b2 = zero4;
+            var b3 = zero4;
             for (var kk = 0u; kk < 32u; kk++) {
-                var a: array<f32, 4>;
-                var c: array<f32, 4>;
-                for (var i = 0u; i < 4u; i++) {
-                    a[i] = As[kk * 64u + ty + 16u * i];
-                    c[i] = Bs[kk * 64u + tx + 16u * i];
-                }
-                for (var i = 0u; i < 4u; i++) {
-                    for (var j = 0u; j < 4u; j++) { bs[4u * i + j] = bs[4u * i + j] + a[i] * c[j]; }
-                }
+                let a = As[kk * 16u + ty];
+                let cw = Bs[kk * 16u + tx];
+                b0 = b0 + a.x * cw;
+                b1 = b1 + a.y * cw;
+                b2 = b2 + a.z * cw;
+                b3 = b3 + a.w * cw;
             }
             workgroupBarrier();
-            for (var i = 0u; i < 4u; i++) {
-                let m = min(m0 + ty + 16u * i, P.m - 1u);
-                for (var j = 0u; j < 4u; j++) {
-                    let n = min(n0 + tx + 16u * j, P.n - 1u);
-                    seg[4u * i + j] = seg[4u * i + j] + bs[4u * i + j] * block_scale(x_row(m, b), n, b);
-                }
-            }
+            s0 = s0 + b0 * scale4(mi, nj, b);
+            s1 = s1 + b1 * scale4(mi + 1u, nj, b);
+            s2 = s2 + b2 * scale4(mi + 2u, nj, b);
+            s3 = s3 + b3 * scale4(mi + 3u, nj, b);
         }
-        for (var i = 0u; i < 16u; i++) { total[i] = total[i] + seg[i]; }
+        t0 = t0 + s0;
+        t1 = t1 + s1;
+        t2 = t2 + s2;
+        t3 = t3 + s3;
     }
-    for (var i = 0u; i < 4u; i++) {
-        let m = m0 + ty + 16u * i;
-        for (var j = 0u; j < 4u; j++) {
-            let n = n0 + tx + 16u * j;
-            if (m < P.m && n < P.n) { store_out(m, n, total[4u * i + j]); }
-        }
-    }
+    store4(mi, nj, t0);
+    store4(mi + 1u, nj, t1);
+    store4(mi + 2u, nj, t2);
+    store4(mi + 3u, nj, t3);
 }
