@@ -1,4 +1,4 @@
-// GEMM for 1-8 rows: threads take (row, block) pairs, then segment and total sums in the canonical order (N4).
+// GEMM for 1-8 rows: consecutive threads take consecutive rows of one block, then segment and total sums in the canonical order (N4).
 override R: u32 = 4u;
 var<workgroup> part: array<f32, 4096>;
 
@@ -10,8 +10,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let n0 = (wid.x + wid.y * P.groups_x) * R;
     let last = select(nb, nb - 1u, CONTROL == 1u);
     for (var t = lid; t < R * nb; t += 256u) {
-        let r = t / nb;
-        let b = t - r * nb;
+        let b = t / R;
+        let r = t - b * R;
         let n = n0 + r;
         if (n < P.n) {
             let wv = wblock(n, b, P.k);
@@ -19,17 +19,19 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                 let xm = x_row(m, b);
                 var v = block_dot(xm, b, wv) * block_scale(xm, n, b);
                 if (b >= last) { v = 0.0; }
-                part[(m * R + r) * nb + b] = v;
+                part[(m * nb + b) * R + r] = v;
             }
         }
     }
     workgroupBarrier();
     for (var t = lid; t < P.m * R * nseg; t += 256u) {
-        let mr = t / nseg;
-        let s = t - mr * nseg;
+        let r = t % R;
+        let ms = t / R;
+        let s = ms % nseg;
+        let m = ms / nseg;
         var seg = 0.0;
-        for (var b = s * 8u; b < min(s * 8u + 8u, nb); b++) { seg = seg + part[mr * nb + b]; }
-        part[mr * nb + s * 8u] = seg;
+        for (var b = s * 8u; b < min(s * 8u + 8u, nb); b++) { seg = seg + part[(m * nb + b) * R + r]; }
+        part[(m * nb + s * 8u) * R + r] = seg;
     }
     workgroupBarrier();
     for (var t = lid; t < P.m * R; t += 256u) {
@@ -40,7 +42,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             var total = 0.0;
             for (var si = 0u; si < nseg; si++) {
                 let s = select(si, nseg - 1u - si, CONTROL == 2u);
-                total = total + part[t * nb + s * 8u];
+                total = total + part[(m * nb + s * 8u) * R + r];
             }
             store_out(m, n, total);
         }

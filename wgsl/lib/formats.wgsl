@@ -41,11 +41,9 @@ fn e4m3_code(x: f32) -> u32 {
 }
 
 fn e4m3_value(c: u32) -> f32 {
-    let e = (c >> 3u) & 15u;
-    let m = c & 7u;
-    var mag = bitcast<f32>(((e + 120u) << 23u) | (m << 20u));
-    if (e == 0u) { mag = f32(m) * 0.001953125; }
-    return select(mag, -mag, (c & 0x80u) != 0u);
+    let mag = bitcast<f32>(((c & 0x7fu) << 20u) + 0x3c000000u);
+    let v = select(mag, mag * 2.0 - 0.015625, (c & 0x78u) == 0u);
+    return bitcast<f32>(bitcast<u32>(v) | ((c & 0x80u) << 24u));
 }
 
 fn e2m1_code(x: f32) -> u32 {
@@ -54,11 +52,9 @@ fn e2m1_code(x: f32) -> u32 {
 }
 
 fn e2m1_value(c: u32) -> f32 {
-    let e = (c >> 1u) & 3u;
-    let m = c & 1u;
-    var mag = bitcast<f32>(((e + 126u) << 23u) | (m << 22u));
-    if (e == 0u) { mag = f32(m) * 0.5; }
-    return select(mag, -mag, (c & 8u) != 0u);
+    let mag = bitcast<f32>(((c & 7u) << 22u) + 0x3f000000u);
+    let v = select(mag, select(0.0, 0.5, (c & 1u) == 1u), (c & 6u) == 0u);
+    return bitcast<f32>(bitcast<u32>(v) | ((c & 8u) << 28u));
 }
 
 fn e8m0_value(b: u32) -> f32 {
