@@ -8,7 +8,11 @@ pub mod indexer;
 pub mod moe;
 pub mod qat;
 pub mod rope;
+mod attention_contract;
 mod gemm_contract;
+mod hc_contract;
+mod indexer_contract;
+mod moe_contract;
 mod lib_contract;
 pub mod ops;
 mod ops_contract;
@@ -41,5 +45,9 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     k.extend([&RMSNORM as &dyn Kernel, &SWIGLU]);
     k.extend(ELEMENTWISE.iter().map(|e| e as &dyn Kernel));
     k.extend([&SOFTMAX as &dyn Kernel, &ARGMAX, &TOPK]);
+    k.extend(hc_contract::kernels());
+    k.extend(attention_contract::kernels());
+    k.extend(indexer_contract::kernels());
+    k.extend(moe_contract::kernels());
     k
 }
