@@ -1,9 +1,10 @@
-//! `lockstep run` (load, encode, prefill, decode, stream text, print the token hash) and `lockstep make-tiny`.
-use crate::engine::{GenerateOptions, Sampler, Sampling, Session};
-use crate::exec::CpuExecutor;
+//! `lockstep run` (load, encode, prefill, decode on the CPU oracle or a GPU, stream text, print the token hash, dump taps) and `lockstep make-tiny`.
+use crate::engine::{GenerateOptions, Generation, Sampler, Sampling, Session};
+use crate::exec::{CpuExecutor, Executor, GpuExecutor};
 use crate::forward::Model;
+use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
-use crate::model::{load, make_tiny, make_tiny_from_file, Config, LoadMode, ValueCheck};
+use crate::model::{load, make_tiny, make_tiny_from_file, Checkpoint, Config, LoadMode, ValueCheck};
 use crate::text::{encode_chat, find_tokenizer_json, ChatOptions, Detokenizer, Message, Role, TokenMap, Tokenizer};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -34,7 +35,7 @@ pub struct RunArgs {
     /// Seed of the per-position draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Executor: `cpu`.
+    /// Executor: `cpu` (the oracle), or a GPU adapter (index, name substring, backend name, `gpu` for the default).
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Prompt tokens per prefill call.
@@ -64,7 +65,7 @@ pub fn token_sha256(ids: &[u32]) -> String {
 }
 
 /// tokenizer.json in the model dir, else `LOCKSTEP_TOKENIZER`, else the fetched cache.
-fn tokenizer_path(model: &Path) -> Option<PathBuf> {
+pub(crate) fn tokenizer_path(model: &Path) -> Option<PathBuf> {
     let local = model.join("tokenizer.json");
     if local.is_file() {
         return Some(local);
@@ -73,7 +74,7 @@ fn tokenizer_path(model: &Path) -> Option<PathBuf> {
 }
 
 /// The engram token map the config expects: built from the tokenizer, or the synthetic map for a compressed vocabulary of 64.
-fn token_map(cfg: &Config, tok: &Tokenizer) -> Result<TokenMap> {
+pub(crate) fn token_map(cfg: &Config, tok: &Tokenizer) -> Result<TokenMap> {
     if cfg.engram_layer_ids.is_empty() {
         return Ok(TokenMap::synthetic(cfg.vocab_size, 1));
     }
@@ -87,14 +88,18 @@ fn token_map(cfg: &Config, tok: &Tokenizer) -> Result<TokenMap> {
     }
 }
 
-/// Writes one call's taps as `call{n}/{name}.f32` (little-endian f32) plus `call{n}/index.json`.
-fn write_taps(dir: &Path, call: usize, taps: &Taps<f32>) -> Result<()> {
+/// Header line of a tap file: `lockstep-tap NAME ROWS COLS`, then ROWS*COLS little-endian f32 values.
+pub const TAP_MAGIC: &str = "lockstep-tap";
+
+/// Writes one call's taps as `call{n}/{name}.tap` (header line, then f32 LE data) plus `call{n}/index.json` (the order).
+pub fn write_taps(dir: &Path, call: usize, taps: &Taps<f32>) -> Result<()> {
     let d = dir.join(format!("call{call:04}"));
     std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
     let mut index = Vec::new();
     for t in &taps.list {
-        let bytes: Vec<u8> = t.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let path = d.join(format!("{}.f32", t.name));
+        let mut bytes = format!("{TAP_MAGIC} {} {} {}\n", t.name, t.rows, t.cols).into_bytes();
+        bytes.extend(t.data.iter().flat_map(|v| v.to_le_bytes()));
+        let path = d.join(format!("{}.tap", t.name));
         std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
         index.push(serde_json::json!({ "name": t.name, "rows": t.rows, "cols": t.cols }));
     }
@@ -102,64 +107,135 @@ fn write_taps(dir: &Path, call: usize, taps: &Taps<f32>) -> Result<()> {
     std::fs::write(&path, serde_json::to_string_pretty(&index)?).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Runs `lockstep run`, streaming text and the final `token_sha256=` line to `out`.
-pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
-    if args.device != "cpu" {
-        bail!("device `{}`: GPU executor not built yet (use --device cpu)", args.device);
+/// Reads a tap file written by [`write_taps`]: (name, rows, cols, values).
+pub fn read_tap(path: &Path) -> Result<(String, usize, usize, Vec<f32>)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let nl = bytes.iter().position(|&b| b == b'\n').with_context(|| format!("{}: no header line", path.display()))?;
+    let head = String::from_utf8_lossy(&bytes[..nl]).to_string();
+    let f: Vec<&str> = head.split(' ').collect();
+    let (rows, cols) = match f.as_slice() {
+        [m, _, r, c] if *m == TAP_MAGIC => (r.parse::<usize>().ok(), c.parse::<usize>().ok()),
+        _ => (None, None),
+    };
+    let (Some(rows), Some(cols)) = (rows, cols) else { bail!("{}: bad tap header `{head}`", path.display()) };
+    let data = &bytes[nl + 1..];
+    if data.len() != rows * cols * 4 {
+        bail!("{}: {} data bytes for [{rows}, {cols}]", path.display(), data.len());
     }
-    if !args.model.is_dir() {
-        bail!("model directory {} does not exist", args.model.display());
+    Ok((f[1].to_string(), rows, cols, data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))
+}
+
+/// What `run` and `diff` load: config, checkpoint, tokenizer, the prompt's ids and the engram token map.
+pub(crate) struct Loaded {
+    pub cfg: Config,
+    pub ckpt: Checkpoint,
+    pub tok: Tokenizer,
+    pub prompt: Vec<u32>,
+    pub map: TokenMap,
+}
+
+/// Loads the model directory and encodes `prompt` (BOS then the text, or one chat user message).
+pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool) -> Result<Loaded> {
+    if !dir.is_dir() {
+        bail!("model directory {} does not exist", dir.display());
     }
-    if args.prompt.is_empty() {
+    if prompt.is_empty() {
         bail!("the prompt is empty");
     }
-    let sampling = Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed };
-    let sampler = Sampler::new(sampling)?;
-    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", args.model.display()))?;
-    let tok_path = tokenizer_path(&args.model).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
+    let (cfg, ckpt) = load(dir, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", dir.display()))?;
+    let tok_path = tokenizer_path(dir).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
     let tok = Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?;
-    let prompt = if args.chat {
-        let text = encode_chat(&[Message::text(Role::User, args.prompt.clone())], &ChatOptions { thinking: false, ..ChatOptions::default() })?;
+    let ids = if chat {
+        let text = encode_chat(&[Message::text(Role::User, prompt.to_string())], &ChatOptions { thinking: false, ..ChatOptions::default() })?;
         tok.encode(&text)?
     } else {
         let mut ids = vec![cfg.bos_token_id as u32];
-        ids.extend(tok.encode(&args.prompt)?);
+        ids.extend(tok.encode(prompt)?);
         ids
     };
-    let room = cfg.max_position_embeddings.saturating_sub(prompt.len());
-    if room == 0 {
-        bail!("the prompt has {} tokens, the model takes at most {}", prompt.len(), cfg.max_position_embeddings);
+    if ids.len() >= cfg.max_position_embeddings {
+        bail!("the prompt has {} tokens, the model takes at most {}", ids.len(), cfg.max_position_embeddings);
     }
     let map = token_map(&cfg, &tok)?;
-    let eos = cfg.eos_token_id as u32;
-    let model = Model::new(cfg, &ckpt, map)?;
-    let mut session = Session::new(CpuExecutor::new(&ckpt), &model)?;
-    let mut detok = Detokenizer::new(true);
-    let mut calls = 0usize;
-    let mut tap_error = None;
-    let taps_dir = args.taps.clone();
-    let on_call = |taps: Taps<f32>| {
-        if let (Some(dir), None) = (&taps_dir, &tap_error) {
-            tap_error = write_taps(dir, calls, &taps).err();
-        }
-        calls += 1;
-    };
-    let special = tok.special().clone();
-    let stop = |t: u32| t == eos || special.is_stop(t);
-    let on_token = |t: u32| {
-        let text = detok.push(&tok, t).map_err(|e| e.to_string())?;
-        out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| e.to_string())
-    };
-    let opts = GenerateOptions { chunk: args.prefill_chunk, max_tokens: args.max_tokens.min(room), taps: taps_dir.is_some() };
-    let gen = session.generate(&prompt, &opts, &sampler, stop, on_call, on_token)?;
-    if let Some(e) = tap_error {
-        return Err(e);
+    Ok(Loaded { cfg, ckpt, tok, prompt: ids, map })
+}
+
+/// Opens the GPU adapter `device` names; `None` for `cpu`.
+pub(crate) fn open_device(device: &str) -> Result<Option<Gpu>> {
+    match DeviceChoice::parse(device) {
+        DeviceChoice::Cpu => Ok(None),
+        choice => Ok(Some(Gpu::open(&choice).with_context(|| format!("opening device `{device}`"))?)),
     }
-    let tail = detok.finish(&tok)?;
+}
+
+/// A GPU executor, refused with the list of missing kernels while the forward's kernels are not all registered.
+pub(crate) fn gpu_executor<'g, 'c>(gpu: &'g Gpu, ckpt: &'c Checkpoint, device: &str) -> Result<GpuExecutor<'g, 'c>> {
+    let ex = GpuExecutor::new(gpu, ckpt);
+    let missing = ex.missing_kernels();
+    if !missing.is_empty() {
+        bail!("device `{device}`: GPU executor not built yet: kernels not registered: {}", missing.join(", "));
+    }
+    Ok(ex)
+}
+
+/// Runs `lockstep run`, streaming text and the final `token_sha256=` line to `out`.
+pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
+    let sampling = Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed };
+    let sampler = Sampler::new(sampling)?;
+    let gpu = open_device(&args.device)?;
+    let l = load_model(&args.model, &args.prompt, args.chat)?;
+    let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
+    let eos = l.cfg.eos_token_id as u32;
+    let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
+    let opts = GenerateOptions { chunk: args.prefill_chunk, max_tokens: args.max_tokens.min(room), taps: args.taps.is_some() };
+    let drive = Drive { prompt: &l.prompt, opts: &opts, sampler: &sampler, tok: &l.tok, eos, taps: args.taps.as_deref() };
+    let gen = match &gpu {
+        None => drive.run(Session::new(CpuExecutor::new(&l.ckpt), &model)?, out)?,
+        Some(g) => drive.run(Session::new(gpu_executor(g, &l.ckpt, &args.device)?, &model)?, out)?,
+    };
     let hash = token_sha256(&gen.tokens);
-    writeln!(out, "{tail}")?;
     writeln!(out, "token_sha256={hash}")?;
-    Ok(RunReport { prompt, tokens: gen.tokens, token_sha256: hash })
+    Ok(RunReport { prompt: l.prompt, tokens: gen.tokens, token_sha256: hash })
+}
+
+/// One generation's settings, independent of the executor.
+struct Drive<'a> {
+    prompt: &'a [u32],
+    opts: &'a GenerateOptions,
+    sampler: &'a Sampler,
+    tok: &'a Tokenizer,
+    eos: u32,
+    taps: Option<&'a Path>,
+}
+
+impl Drive<'_> {
+    /// Generates on `session`, streaming text to `out` and writing taps when asked.
+    fn run<E: Executor>(&self, mut session: Session<'_, '_, E>, out: &mut dyn Write) -> Result<Generation> {
+        let tok = self.tok;
+        let mut detok = Detokenizer::new(true);
+        let mut calls = 0usize;
+        let mut tap_error = None;
+        let on_call = |taps: Taps<f32>| {
+            if let (Some(dir), None) = (self.taps, &tap_error) {
+                tap_error = write_taps(dir, calls, &taps).err();
+            }
+            calls += 1;
+        };
+        let special = tok.special().clone();
+        let eos = self.eos;
+        let stop = |t: u32| t == eos || special.is_stop(t);
+        let on_token = |t: u32| {
+            let text = detok.push(tok, t).map_err(|e| e.to_string())?;
+            out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| e.to_string())
+        };
+        let gen = session.generate(self.prompt, self.opts, self.sampler, stop, on_call, on_token)?;
+        if let Some(e) = tap_error {
+            return Err(e);
+        }
+        let tail = detok.finish(tok)?;
+        writeln!(out, "{tail}")?;
+        Ok(gen)
+    }
 }
 
 /// Runs `lockstep make-tiny`: writes the checkpoint, then copies the fetched tokenizer files into `dir` (a warning on `warn` when there are none).

@@ -10,3 +10,4 @@ pub mod exec;
 pub mod engine;
 pub use model::forward;
 pub mod cli_run;
+pub mod cli_diff;

@@ -1,4 +1,4 @@
-//! The `lockstep` command line: devices, contract, bench, make-tiny.
+//! The `lockstep` command line: devices, contract, run, diff, bench, make-tiny.
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use lockstep::contract::{run_contract, ContractOptions};
@@ -35,6 +35,8 @@ enum Command {
     },
     /// Generate text from a prompt on one sequence; prints token_sha256= at the end.
     Run(lockstep::cli_run::RunArgs),
+    /// Run two executors on the same tokens with taps and name the first stage whose bits differ.
+    Diff(lockstep::cli_diff::DiffArgs),
     /// Write a tiny random checkpoint (spec 1.6, or --config) and copy the tokenizer next to it.
     MakeTiny {
         /// Directory to write.
@@ -113,6 +115,9 @@ fn main() -> Result<()> {
         }
         Command::Run(args) => {
             lockstep::cli_run::run(&args, &mut std::io::stdout())?;
+        }
+        Command::Diff(args) => {
+            lockstep::cli_diff::run(&args, &mut std::io::stdout())?;
         }
         Command::MakeTiny { dir, seed, config } => {
             lockstep::cli_run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;

@@ -1,12 +1,17 @@
 //! The Executor trait: the ops the forward is written in; each executor owns its tensors and runs every op row-independently.
 pub mod cpu;
 mod cpu_model;
+pub mod gpu;
+mod gpu_model;
+mod gpu_ops;
+mod gpu_rows;
 
 pub use crate::kernels::engram_op::EngramGate;
 pub use crate::kernels::hc::HcParams;
 pub use crate::kernels::moe::{RouteParams, ScoreFunc};
 pub use crate::kernels::qat::Qat;
 pub use cpu::{CpuExecutor, CpuTensor};
+pub use gpu::{GpuExecutor, GpuTensor};
 
 /// Why an op could not run.
 #[derive(Debug, thiserror::Error)]

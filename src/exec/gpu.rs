@@ -1,0 +1,250 @@
+//! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
+use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
+use crate::gpu::{Buf, Gpu, GpuError, Recorder};
+use crate::model::Checkpoint;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+/// Every kernel the forward dispatches through this executor, by registered name.
+pub const FORWARD_KERNELS: &[&str] = &[
+    "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16",
+    "embed", "gather_rows", "copy_rows", "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "qat",
+    "compress_pool", "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
+];
+
+/// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
+#[derive(Clone, Debug)]
+pub struct GpuTensor {
+    /// The storage buffer, row-major from offset 0.
+    pub buf: Buf,
+    /// Rows in use.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+}
+
+impl GpuTensor {
+    /// Rows the buffer has room for.
+    pub fn capacity(&self) -> usize {
+        if self.cols == 0 {
+            usize::MAX
+        } else {
+            (self.buf.bytes / 4) as usize / self.cols
+        }
+    }
+}
+
+/// One weight as uploaded: stored bytes for GEMMs and tables, f32 values for everything else.
+pub(crate) enum Weight {
+    /// F32 values of a BF16 or F32 tensor.
+    Values { buf: Buf, len: usize },
+    /// GEMM weight `[n, k]` in row parts that each bind below the limit.
+    Gemm(go::GemmWeight),
+}
+
+/// The GPU executor over one opened device and one checkpoint.
+pub struct GpuExecutor<'g, 'c> {
+    pub(crate) gpu: &'g Gpu,
+    pub(crate) ckpt: &'c Checkpoint,
+    pub(crate) rec: Recorder<'g>,
+    registered: HashSet<&'static str>,
+    pub(crate) weights: HashMap<String, Rc<Weight>>,
+    submits: usize,
+}
+
+impl From<GpuError> for ExecError {
+    fn from(e: GpuError) -> ExecError {
+        ExecError::Unavailable(format!("device: {e}"))
+    }
+}
+
+impl<'g, 'c> GpuExecutor<'g, 'c> {
+    /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` will run.
+    pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
+        let registered = crate::kernels::registry().iter().map(|k| k.name()).collect();
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), submits: 0 }
+    }
+
+    /// The device this executor runs on.
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
+    /// Command buffers submitted so far (each read of a value submits what was recorded before it).
+    pub fn submits(&self) -> usize {
+        self.submits
+    }
+
+    /// The forward's kernels that are not registered (the forward cannot run while any is missing).
+    pub fn missing_kernels(&self) -> Vec<&'static str> {
+        FORWARD_KERNELS.iter().copied().filter(|k| !self.registered.contains(k)).collect()
+    }
+
+    /// Fails unless kernel `name` is registered with the contract (an unregistered kernel never runs).
+    pub(crate) fn need(&self, op: &str, name: &str) -> Result<(), ExecError> {
+        if self.registered.contains(name) {
+            Ok(())
+        } else {
+            Err(ExecError::Unavailable(format!("{op}: kernel `{name}` not registered yet")))
+        }
+    }
+
+    /// Submits everything recorded so far and waits for it.
+    pub(crate) fn flush(&mut self) -> Result<(), ExecError> {
+        if self.rec.is_empty() {
+            return Ok(());
+        }
+        let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
+        rec.submit()?;
+        self.submits += 1;
+        Ok(())
+    }
+
+    /// A fresh zero tensor `[rows, cols]` with room for `cap` rows (wgpu zero-initialises new buffers).
+    pub(crate) fn alloc(&self, rows: usize, cols: usize, cap: usize) -> Result<GpuTensor, ExecError> {
+        let buf = self.gpu.alloc((cap.max(rows) * cols * 4) as u64)?;
+        Ok(GpuTensor { buf, rows, cols })
+    }
+
+    /// A fresh tensor of `rows` x `cols` (contents written by the next dispatch).
+    pub(crate) fn out(&self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        self.alloc(rows, cols, rows)
+    }
+
+    /// A tensor holding host values.
+    pub(crate) fn put(&self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
+        super::cpu::check(data.len() == rows * cols, "upload", || format!("{} values for [{rows}, {cols}]", data.len()))?;
+        Ok(GpuTensor { buf: self.gpu.upload_pod(data)?, rows, cols })
+    }
+
+    /// Reads a tensor's values (submits pending work first).
+    pub(crate) fn values_of(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        self.flush()?;
+        let bytes = self.gpu.read(&t.buf)?;
+        let n = t.rows * t.cols;
+        let mut v: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes[..(n * 4).min(bytes.len())]);
+        v.truncate(n);
+        Ok(v)
+    }
+}
+
+impl Executor for GpuExecutor<'_, '_> {
+    type Tensor = GpuTensor;
+
+    fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
+        self.put(rows, cols, data)
+    }
+
+    fn zeros(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        self.alloc(rows, cols, rows)
+    }
+
+    fn read(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        self.values_of(t)
+    }
+
+    fn dims(&self, t: &GpuTensor) -> (usize, usize) {
+        (t.rows, t.cols)
+    }
+
+    fn slice_rows(&mut self, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
+        gr::slice_rows(self, x, start, len)
+    }
+
+    fn hc_repeat(&mut self, x: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gr::hc_repeat(self, x, hc)
+    }
+
+    fn embed(&mut self, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
+        gr::embed(self, module, ids)
+    }
+
+    fn linear(&mut self, x: &GpuTensor, module: &str, out: Out) -> Result<GpuTensor, ExecError> {
+        go::linear(self, x, module, out)
+    }
+
+    fn grouped_linear(&mut self, x: &GpuTensor, module: &str, groups: usize) -> Result<GpuTensor, ExecError> {
+        go::grouped_linear(self, x, module, groups)
+    }
+
+    fn rmsnorm(&mut self, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
+        go::rmsnorm(self, x, module, eps, out)
+    }
+
+    fn scale(&mut self, x: &GpuTensor, s: f32, out: Out) -> Result<GpuTensor, ExecError> {
+        go::scale(self, x, s, out)
+    }
+
+    fn add(&mut self, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+        go::add(self, a, b, out)
+    }
+
+    fn swiglu(&mut self, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
+        go::swiglu(self, g, u, limit)
+    }
+
+    fn hc_mixes(&mut self, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
+        gm::hc_mixes(self, h, site, p)
+    }
+
+    fn hc_collapse(&mut self, h: &GpuTensor, mix: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gm::hc_collapse(self, h, mix, hc)
+    }
+
+    fn hc_expand(&mut self, out: &GpuTensor, h: &GpuTensor, mix: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gm::hc_expand(self, out, h, mix, hc)
+    }
+
+    fn engram_gate(&mut self, h: &GpuTensor, kv: &GpuTensor, q_weight: &str, k_weight: &str, p: &EngramGate, live: &[bool]) -> Result<GpuTensor, ExecError> {
+        gm::engram_gate(self, h, kv, (q_weight, k_weight), p, live)
+    }
+
+    fn rope(&mut self, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
+        gm::rope(self, x, cs, heads, inverse)
+    }
+
+    fn qat(&mut self, x: &GpuTensor, kind: Qat) -> Result<GpuTensor, ExecError> {
+        gm::qat(self, x, kind)
+    }
+
+    fn compress_pool(&mut self, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
+        gm::compress_pool(self, k, g, partial, pending, ratio)
+    }
+
+    fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
+        gr::append_rows(self, cache, rows)
+    }
+
+    fn ring_write(&mut self, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
+        gr::ring_write(self, ring, rows, start)
+    }
+
+    fn index_scores(&mut self, q: &GpuTensor, w: &GpuTensor, keys: &GpuTensor, visible: &[usize]) -> Result<GpuTensor, ExecError> {
+        gm::index_scores(self, q, w, keys, visible)
+    }
+
+    fn candidate_mask(&mut self, scores: &GpuTensor, visible: &[usize], blocks: usize, block: usize) -> Result<GpuTensor, ExecError> {
+        gm::candidate_mask(self, scores, visible, blocks, block)
+    }
+
+    fn mask_scores(&mut self, scores: &GpuTensor, mask: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        gm::mask_scores(self, scores, mask)
+    }
+
+    fn index_topk(&mut self, scores: &GpuTensor, k: usize) -> Result<GpuTensor, ExecError> {
+        gm::index_topk(self, scores, k)
+    }
+
+    fn sparse_attention(&mut self, q: &GpuTensor, a: &AttnInputs<'_, GpuTensor>) -> Result<GpuTensor, ExecError> {
+        gm::sparse_attention(self, q, a)
+    }
+
+    fn moe_route(&mut self, logits: &GpuTensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(GpuTensor, GpuTensor), ExecError> {
+        gm::moe_route(self, logits, (bias, bias_vl), image, p)
+    }
+
+    fn routed_experts(&mut self, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
+        gm::routed_experts(self, x, ids, w, prefix, limit)
+    }
+}

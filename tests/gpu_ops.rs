@@ -1,0 +1,79 @@
+//! The GPU executor's ops equal the CPU oracle executor's bit for bit, op by op, on the tiny model's weights and random bf16 inputs.
+mod forward_support;
+
+use forward_support::tiny;
+use lockstep::exec::{CpuExecutor, Executor, GpuExecutor, Out};
+use lockstep::gpu::{DeviceChoice, Gpu};
+use lockstep::numerics::round_bf16;
+
+/// Random bf16 values `[rows, cols]` of about unit size from a fixed seed.
+fn randn(rows: usize, cols: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..rows * cols)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            round_bf16(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 3.0)
+        })
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn dense_ops_equal_the_cpu_oracle_bit_for_bit_on_gemv_and_tiled_row_counts() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let d = t.cfg.hidden_size;
+    let inter = t.cfg.moe_intermediate_size;
+    let modules = [
+        ("layers.0.attn.wq_a", d),
+        ("layers.0.ffn.shared_experts.w1", d),
+        ("layers.0.ffn.experts.3.w2", inter),
+        ("layers.2.attn.indexer.weights_proj", d),
+        ("head", d),
+    ];
+    let mut checked = 0;
+    for (rows, seed) in [(1usize, 1u64), (5, 2), (13, 3)] {
+        for (module, k) in modules {
+            let x = randn(rows, k, seed);
+            for out in [Out::Bf16, Out::F32] {
+                let xc = c.upload(rows, k, &x).expect("op");
+                let yc = c.linear(&xc, module, out).expect("op");
+                let xg = g.upload(rows, k, &x).expect("op");
+                let yg = g.linear(&xg, module, out).expect("op");
+                assert_eq!(g.dims(&yg), (yc.rows, yc.cols), "{module}");
+                assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "linear {module} rows {rows} {out:?}");
+                checked += 1;
+            }
+        }
+        let x = randn(rows, d, seed + 10);
+        let (xc, xg) = (c.upload(rows, d, &x).expect("op"), g.upload(rows, d, &x).expect("op"));
+        for out in [Out::Bf16, Out::F32] {
+            let yc = c.rmsnorm(&xc, "layers.1.attn_norm", 1e-20, out).expect("op");
+            let yg = g.rmsnorm(&xg, "layers.1.attn_norm", 1e-20, out).expect("op");
+            assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "rmsnorm rows {rows} {out:?}");
+            let yc = c.scale(&xc, 0.3535, out).expect("op");
+            let yg = g.scale(&xg, 0.3535, out).expect("op");
+            assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "scale rows {rows} {out:?}");
+            let y2 = randn(rows, d, seed + 20);
+            let (bc, bg) = (c.upload(rows, d, &y2).expect("op"), g.upload(rows, d, &y2).expect("op"));
+            let yc = c.add(&xc, &bc, out).expect("op");
+            let yg = g.add(&xg, &bg, out).expect("op");
+            assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "add rows {rows} {out:?}");
+            checked += 3;
+        }
+        let u = randn(rows, d, seed + 30);
+        let (uc, ug) = (c.upload(rows, d, &u).expect("op"), g.upload(rows, d, &u).expect("op"));
+        let yc = c.swiglu(&xc, &uc, 1.5).expect("op");
+        let yg = g.swiglu(&xg, &ug, 1.5).expect("op");
+        assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "swiglu rows {rows}");
+        checked += 1;
+    }
+    assert_eq!(checked, 3 * (modules.len() * 2 + 7));
+}
