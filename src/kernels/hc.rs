@@ -3,6 +3,10 @@ use crate::numerics::math::{div, exp, mul_rn, recip, rsqrt, sigmoid};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
+#[path = "hc_dispatch.rs"]
+pub(crate) mod dispatch;
+pub use dispatch::{record_hc_collapse, record_hc_expand, record_hc_mixes, MAX_HC};
+
 /// mHC constants of a site.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HcParams {

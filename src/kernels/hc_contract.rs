@@ -1,13 +1,29 @@
-//! Contract registrations of this op family's GPU kernels.
+//! Contract registrations of the mHC, engram gate, RoPE and QAT kernels.
+#[path = "hc_contract_qat.rs"]
+mod qat_contract;
+#[path = "hc_contract_stream.rs"]
+mod stream_contract;
+
+use super::hc::dispatch;
+use super::qat::{Qat, QAT};
 use crate::contract::Kernel;
 use crate::gpu::Shader;
 
+static STREAM_KERNELS: [stream_contract::StreamKernel; 2] = [stream_contract::StreamKernel { expand: false }, stream_contract::StreamKernel { expand: true }];
+static QAT_KERNELS: [qat_contract::QatKernel; 3] = [qat_contract::QatKernel(Qat::Fp8), qat_contract::QatKernel(Qat::Fp4Rows), qat_contract::QatKernel(Qat::Fp4Index)];
+
 /// This family's registered kernels.
 pub fn kernels() -> Vec<&'static dyn Kernel> {
-    Vec::new()
+    let mut k: Vec<&'static dyn Kernel> = Vec::new();
+    k.extend(STREAM_KERNELS.iter().map(|s| s as &dyn Kernel));
+    k.extend(QAT_KERNELS.iter().map(|q| q as &dyn Kernel));
+    k
 }
 
 /// This family's WGSL sources.
 pub fn shaders() -> Vec<Shader> {
-    Vec::new()
+    let mut v = Vec::new();
+    v.extend([dispatch::HC_COLLAPSE, dispatch::HC_EXPAND]);
+    v.extend(QAT);
+    v
 }

@@ -1,5 +1,7 @@
 //! Activation QAT oracles (spec 2.9): fp8 window KV, fp4 compressed KV rows, fp4 indexer q/k; elementwise per block, no reduction order.
+use super::hc::dispatch::{bad_shape, family_shader, grid64, key};
 use super::ops::act_quant;
+use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::div;
 use crate::numerics::{e2m1_from_f32, e2m1_to_f32, e4m3_from_f32, e4m3_to_f32, pow2};
 
@@ -22,6 +24,22 @@ impl Qat {
             Qat::Fp4Rows => 16,
         }
     }
+}
+
+pub(crate) const QAT: [Shader; 3] = [
+    family_shader!("qat_fp8", "qat.wgsl"),
+    family_shader!("qat_fp4_rows", "qat.wgsl"),
+    family_shader!("qat_fp4_index", "qat.wgsl"),
+];
+
+/// Records the `kind` round trip of x [rows, n] into y [rows, n] (n a multiple of the block; bf16-exact values).
+pub fn record_qat(rec: &mut Recorder, kind: Qat, x: &Buf, y: &Buf, rows: usize, n: usize, control: u32) -> Result<(), GpuError> {
+    if !n.is_multiple_of(kind.block()) {
+        return Err(bad_shape("qat", format!("{n} columns are not a multiple of the {kind:?} block")));
+    }
+    let g = grid64(rows * n / kind.block());
+    let k = key(QAT[kind as usize], control, &[("KIND", kind as u32 as f64)]);
+    rec.dispatch(&k, &[rows as u32, n as u32, g[0]], &[Arg::Whole(x), Arg::Whole(y)], g)
 }
 
 /// Applies `kind` to every block of `x` (its length a multiple of the block); every output is exact in bf16.

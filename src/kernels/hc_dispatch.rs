@@ -1,0 +1,68 @@
+//! Typed dispatchers of the mHC kernels, and the pipeline-key and grid helpers the family's dispatchers share.
+use super::HcParams;
+use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+
+macro_rules! family_shader {
+    ($kernel:literal, $file:literal) => {
+        Shader { kernel: $kernel, variant: "ref", source: include_str!(concat!("../../wgsl/ops/", $file)) }
+    };
+}
+pub(crate) use family_shader;
+
+pub(crate) const HC_MIXES: Shader = family_shader!("hc_mixes", "hc_mixes.wgsl");
+pub(crate) const HC_COLLAPSE: Shader = family_shader!("hc_collapse", "hc_collapse.wgsl");
+pub(crate) const HC_EXPAND: Shader = family_shader!("hc_expand", "hc_expand.wgsl");
+
+/// Largest stream count the mHC kernels take (mix width 24).
+pub const MAX_HC: usize = 4;
+
+/// The pipeline key of `shader` with `CONTROL` and any other override constants.
+pub(crate) fn key(shader: Shader, control: u32, extra: &[(&'static str, f64)]) -> PipelineKey {
+    let mut c = extra.to_vec();
+    c.push(("CONTROL", f64::from(control)));
+    PipelineKey::new(shader, &c)
+}
+
+/// A 1-D grid of 64-wide workgroups covering `n` invocations, folded into 2-D past 32768 groups.
+pub(crate) fn grid64(n: usize) -> [u32; 3] {
+    let groups = (n as u32).div_ceil(64).max(1);
+    let gx = groups.min(32768);
+    [gx, groups.div_ceil(gx), 1]
+}
+
+/// An error naming the kernel when its sizes are out of range.
+pub(crate) fn bad_shape(kernel: &str, message: String) -> GpuError {
+    GpuError::Shader { kernel: kernel.to_string(), message }
+}
+
+/// Records mHC mixes: h [rows, hc*d], hc_fn [(2+hc)*hc, hc*d], scale [3], base [(2+hc)*hc] into mix [rows, (2+hc)*hc] = pre, post, comb row-major.
+pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, base: &Buf, mix: &Buf, rows: usize, d: usize, p: &HcParams, control: u32) -> Result<(), GpuError> {
+    if p.hc == 0 || p.hc > MAX_HC || p.iters == 0 {
+        return Err(bad_shape("hc_mixes", format!("hc {} (1..={MAX_HC}) with {} Sinkhorn iterations", p.hc, p.iters)));
+    }
+    let n = p.hc * d;
+    let inv_n = (1.0 / n as f64) as f32;
+    let params = [rows as u32, n as u32, p.hc as u32, p.iters as u32, inv_n.to_bits(), p.norm_eps.to_bits(), p.hc_eps.to_bits()];
+    let args = [Arg::Whole(h), Arg::Whole(hc_fn), Arg::Whole(scale), Arg::Whole(base), Arg::Whole(mix)];
+    rec.dispatch(&key(HC_MIXES, control, &[]), &params, &args, [rows as u32, 1, 1])
+}
+
+/// Records mHC collapse: h [rows, hc*d], mix [rows, mix_cols] (pre = its first hc columns) into y [rows, d] (bf16 values).
+pub fn record_hc_collapse(rec: &mut Recorder, h: &Buf, mix: &Buf, y: &Buf, rows: usize, hc: usize, d: usize, mix_cols: usize, control: u32) -> Result<(), GpuError> {
+    if hc == 0 || mix_cols < hc {
+        return Err(bad_shape("hc_collapse", format!("hc {hc} with {mix_cols} mix columns")));
+    }
+    let g = grid64(rows * d);
+    let params = [rows as u32, hc as u32, d as u32, mix_cols as u32, g[0]];
+    rec.dispatch(&key(HC_COLLAPSE, control, &[]), &params, &[Arg::Whole(h), Arg::Whole(mix), Arg::Whole(y)], g)
+}
+
+/// Records mHC expand: out [rows, d], h [rows, hc*d], mix [rows, (2+hc)*hc] (post, comb) into y [rows, hc*d] (bf16 values).
+pub fn record_hc_expand(rec: &mut Recorder, out: &Buf, h: &Buf, mix: &Buf, y: &Buf, rows: usize, hc: usize, d: usize, control: u32) -> Result<(), GpuError> {
+    if hc == 0 {
+        return Err(bad_shape("hc_expand", "hc 0".to_string()));
+    }
+    let g = grid64(rows * hc * d);
+    let params = [rows as u32, hc as u32, d as u32, g[0]];
+    rec.dispatch(&key(HC_EXPAND, control, &[]), &params, &[Arg::Whole(out), Arg::Whole(h), Arg::Whole(mix), Arg::Whole(y)], g)
+}
