@@ -71,6 +71,53 @@ pub fn attend_row(q: &[f32], keys: &[&[f32]], sink: &[f32], dim: usize, scale: f
     out
 }
 
+/// The row copy kernel (a thread per destination word).
+pub(crate) const COPY_ROWS: Shader = Shader { kernel: "copy_rows", variant: "ref", source: include_str!("../../wgsl/ops/copy_rows.wgsl") };
+
+/// A 1-D grid of 64-wide workgroups covering `n` invocations, folded into 2-D past 32768 groups.
+pub(crate) fn grid64(n: usize) -> [u32; 3] {
+    let groups = (n as u32).div_ceil(64).max(1);
+    let gx = groups.min(32768);
+    [gx, groups.div_ceil(gx), 1]
+}
+
+/// Records an exact row copy of 32-bit words: src row `src_row0 + i` ([_, cols]) to dst row `dst_row0 + i`, or to ring slot `(dst_row0 + i) mod ring` when `ring > 0` (of rows beyond the ring only the last `ring` are written, as a sequential ring_write leaves them), each dst row [repeat*cols] holding `repeat` copies; slice_rows (src_row0 = start), hc_repeat (repeat = hc), append_rows (dst_row0 = cache rows), ring_write (dst_row0 = start, ring = window).
+#[allow(clippy::too_many_arguments)]
+pub fn record_copy_rows(rec: &mut Recorder, src: &Buf, dst: &Buf, rows: usize, cols: usize, src_row0: usize, dst_row0: usize, ring: usize, repeat: usize, control: u32) -> Result<(), GpuError> {
+    let (mut rows, mut src_row0, mut dst_row0) = (rows, src_row0, dst_row0);
+    if ring > 0 {
+        let skip = rows.saturating_sub(ring);
+        (rows, src_row0, dst_row0) = (rows - skip, src_row0 + skip, (dst_row0 + skip) % ring);
+    }
+    if rows == 0 || cols == 0 || repeat == 0 {
+        return Ok(());
+    }
+    let n = rows * cols * repeat;
+    let words = ((src_row0 + rows) * cols).max((dst_row0 + rows) * cols * repeat);
+    if n >= 1 << 32 || words >= 1 << 32 {
+        return Err(GpuError::Shader { kernel: "copy_rows/ref".into(), message: format!("{rows} rows of {cols} x {repeat} at {src_row0} -> {dst_row0} exceed 2^32 words") });
+    }
+    let g = grid64(n);
+    let key = PipelineKey::new(COPY_ROWS, &[("CONTROL", f64::from(control))]);
+    let params = [rows as u32, cols as u32, src_row0 as u32, dst_row0 as u32, ring as u32, repeat as u32, g[0]];
+    rec.dispatch(&key, &params, &[Arg::Whole(src), Arg::Whole(dst)], g)
+}
+
+/// The row copy on the CPU, over words: dst after the copy.
+#[allow(clippy::too_many_arguments)]
+pub fn copy_rows(src: &[u32], dst: &[u32], rows: usize, cols: usize, src_row0: usize, dst_row0: usize, ring: usize, repeat: usize) -> Vec<u32> {
+    let mut out = dst.to_vec();
+    let width = cols * repeat;
+    for i in 0..rows {
+        let dr = if ring > 0 { (dst_row0 + i) % ring } else { dst_row0 + i };
+        let s = &src[(src_row0 + i) * cols..(src_row0 + i + 1) * cols];
+        for j in 0..repeat {
+            out[dr * width + j * cols..dr * width + (j + 1) * cols].copy_from_slice(s);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
