@@ -1,7 +1,78 @@
 //! Indexer oracles (spec 2.5): scores of one query against the owner's index keys, level-one candidate blocks, and the top-k selection.
 use super::ops::topk;
+use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
+
+pub(crate) const INDEX_SCORES: Shader = Shader { kernel: "index_scores", variant: "ref", source: include_str!("../../wgsl/ops/index_scores.wgsl") };
+pub(crate) const MASK_SCORES: Shader = Shader { kernel: "mask_scores", variant: "ref", source: include_str!("../../wgsl/ops/mask_scores.wgsl") };
+pub(crate) const INDEX_TOPK: Shader = Shader {
+    kernel: "index_topk",
+    variant: "ref",
+    source: concat!(include_str!("../../wgsl/ops/index_radix.wgsl"), include_str!("../../wgsl/ops/index_topk.wgsl")),
+};
+pub(crate) const CANDIDATE_MASK: Shader = Shader {
+    kernel: "candidate_mask",
+    variant: "ref",
+    source: concat!(include_str!("../../wgsl/ops/index_radix.wgsl"), include_str!("../../wgsl/ops/candidate_mask.wgsl")),
+};
+
+/// The pipeline key of `shader` with planted control `control` (0 in the engine).
+pub(crate) fn pipeline_key(shader: Shader, control: u32) -> PipelineKey {
+    PipelineKey::new(shader, &[("CONTROL", f64::from(control))])
+}
+
+/// Workgroups for one workgroup per row, folded into 2-D past 32768 rows.
+pub(crate) fn row_groups(m: usize) -> [u32; 3] {
+    let m = (m as u32).max(1);
+    [m.min(32768), m.div_ceil(32768), 1]
+}
+
+/// A 1-D grid of 64-wide workgroups covering `n` invocations, folded into 2-D past 32768 groups.
+pub(crate) fn grid64(n: usize) -> [u32; 3] {
+    let groups = (n as u32).div_ceil(64).max(1);
+    let gx = groups.min(32768);
+    [gx, groups.div_ceil(gx), 1]
+}
+
+fn too_big(kernel: &str, message: String) -> GpuError {
+    GpuError::Shader { kernel: format!("{kernel}/ref"), message }
+}
+
+/// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
+#[allow(clippy::too_many_arguments)]
+pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, visible: &Buf, scores: &Buf, s: usize, t: usize, heads: usize, dim: usize, control: u32) -> Result<(), GpuError> {
+    if t.div_ceil(64) > 65535 || s > 65535 {
+        return Err(too_big("index_scores", format!("{s} rows x {t} keys exceed one dispatch")));
+    }
+    let params = [s as u32, t as u32, heads as u32, dim as u32];
+    let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores)];
+    rec.dispatch(&pipeline_key(INDEX_SCORES, control), &params, &args, [(t as u32).div_ceil(64).max(1), s as u32, 1])
+}
+
+/// Records level-one candidate blocks: scores [m, n] f32, visible [m] u32 -> mask [m, n] f32 (1.0 kept, 0.0 not).
+#[allow(clippy::too_many_arguments)]
+pub fn record_candidate_mask(rec: &mut Recorder, scores: &Buf, visible: &Buf, mask: &Buf, m: usize, n: usize, blocks: usize, block: usize, control: u32) -> Result<(), GpuError> {
+    if block == 0 {
+        return Err(too_big("candidate_mask", "block size 0".into()));
+    }
+    let params = [m as u32, n as u32, blocks as u32, block as u32];
+    rec.dispatch(&pipeline_key(CANDIDATE_MASK, control), &params, &[Arg::Whole(scores), Arg::Whole(visible), Arg::Whole(mask)], row_groups(m))
+}
+
+/// Records level-two masking: scores [m, n] f32, mask [m, n] f32 -> y [m, n] f32 (-inf where the mask is 0).
+pub fn record_mask_scores(rec: &mut Recorder, scores: &Buf, mask: &Buf, y: &Buf, m: usize, n: usize, control: u32) -> Result<(), GpuError> {
+    let g = grid64(m * n);
+    rec.dispatch(&pipeline_key(MASK_SCORES, control), &[m as u32, n as u32, g[0]], &[Arg::Whole(scores), Arg::Whole(mask), Arg::Whole(y)], g)
+}
+
+/// Records the indexer top-k: scores [m, n] f32 -> out [m, k] f32 (selected indices ascending, then -1).
+pub fn record_index_topk(rec: &mut Recorder, scores: &Buf, out: &Buf, m: usize, n: usize, k: usize, control: u32) -> Result<(), GpuError> {
+    if n >= 1 << 24 {
+        return Err(too_big("index_topk", format!("{n} scores per row exceed exact f32 indices")));
+    }
+    rec.dispatch(&pipeline_key(INDEX_TOPK, control), &[m as u32, n as u32, k as u32], &[Arg::Whole(scores), Arg::Whole(out)], row_groups(m))
+}
 
 /// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf. Canonical order, per key t and head h: dot = bf16(canonical_sum(q_h * k_t)) (exact products); term = bf16(relu(dot) * w_h); score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
 pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize) -> Vec<f32> {

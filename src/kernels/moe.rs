@@ -1,7 +1,59 @@
 //! MoE oracles (spec 2.6): the router (score function, biased top-k, normalized weights) and the join order of routed and shared experts.
+use super::indexer::{grid64, pipeline_key, row_groups};
 use super::ops::{softmax, topk};
+use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::{div, sigmoid, softplus, sqrt};
 use crate::numerics::sum::canonical_sum;
+
+#[path = "moe_rows.rs"]
+mod rows;
+pub use rows::{embed_rows, gather_rows, record_embed, record_gather_rows};
+pub(crate) use rows::{EMBED, GATHER_ROWS};
+
+pub(crate) const MOE_ROUTE: Shader = Shader { kernel: "moe_route", variant: "ref", source: include_str!("../../wgsl/ops/moe_route.wgsl") };
+pub(crate) const MOE_JOIN: Shader = Shader { kernel: "moe_join", variant: "ref", source: include_str!("../../wgsl/ops/moe_join.wgsl") };
+
+/// Experts the GPU router takes per row at most.
+pub const ROUTE_MAX_EXPERTS: usize = 1024;
+/// Picks the GPU router takes per row at most.
+pub const ROUTE_MAX_K: usize = 32;
+
+fn bad_args(kernel: &str, message: String) -> GpuError {
+    GpuError::Shader { kernel: format!("{kernel}/ref"), message }
+}
+
+/// Records the router: logits [m, e] f32, bias and bias_vl [e] f32, image [m] u32 (nonzero: bias_vl) -> ids [m, k] f32 (expert ids in pick order), weights [m, k] f32.
+#[allow(clippy::too_many_arguments)]
+pub fn record_moe_route(rec: &mut Recorder, logits: &Buf, bias: &Buf, bias_vl: &Buf, image: &Buf, ids: &Buf, weights: &Buf, m: usize, e: usize, p: &RouteParams, control: u32) -> Result<(), GpuError> {
+    if e > ROUTE_MAX_EXPERTS || p.k > ROUTE_MAX_K || p.k > e || p.k == 0 {
+        return Err(bad_args("moe_route", format!("{e} experts, k {} (at most {ROUTE_MAX_EXPERTS} experts, k in 1..={ROUTE_MAX_K} and <= experts)", p.k)));
+    }
+    let func = match p.func {
+        ScoreFunc::SqrtSoftplus => 0u32,
+        ScoreFunc::Sigmoid => 1,
+        ScoreFunc::Softmax => 2,
+    };
+    let params = [
+        m as u32,
+        e as u32,
+        p.k as u32,
+        func,
+        u32::from(p.inv_temp.is_some()),
+        p.inv_temp.unwrap_or(1.0).to_bits(),
+        u32::from(p.normalize),
+        p.route_scale.to_bits(),
+    ];
+    let args = [Arg::Whole(logits), Arg::Whole(bias), Arg::Whole(bias_vl), Arg::Whole(image), Arg::Whole(ids), Arg::Whole(weights)];
+    rec.dispatch(&pipeline_key(MOE_ROUTE, control), &params, &args, row_groups(m))
+}
+
+/// Records the join: routed [P, d] f32 (bf16-valued expert outputs, packed), slot_map [m, k] u32 (packed row of row i's pick j), ids [m, k] f32 (moe_route's), shared [m, d] f32 -> y [m, d] f32 (bf16 values).
+#[allow(clippy::too_many_arguments)]
+pub fn record_moe_join(rec: &mut Recorder, routed: &Buf, slot_map: &Buf, ids: &Buf, shared: &Buf, y: &Buf, m: usize, d: usize, k: usize, control: u32) -> Result<(), GpuError> {
+    let g = grid64(m * d);
+    let args = [Arg::Whole(routed), Arg::Whole(slot_map), Arg::Whole(ids), Arg::Whole(shared), Arg::Whole(y)];
+    rec.dispatch(&pipeline_key(MOE_JOIN, control), &[m as u32, d as u32, k as u32, g[0]], &args, g)
+}
 
 /// The score function of the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,66 @@
+// Indexer scores per (row, key): dot_h = bf16(canonical sum over dim of q_h*k), term_h = bf16(relu(dot_h)*w_h), score = bf16(canonical sum of term_h over heads ascending); = kernels::indexer::scores_row.
+override CONTROL: u32 = 0u;
+struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> keys: array<f32>;
+@group(0) @binding(4) var<storage, read> visible: array<u32>;
+@group(0) @binding(5) var<storage, read_write> scores: array<f32>;
+
+// Canonical dot of one head's query (at qo) with one key (at ko): exact bf16 products, blocks of 32 from +0.0, segments of 8 blocks.
+fn head_dot(qo: u32, ko: u32) -> f32 {
+    let nb = (P.dim + 31u) >> 5u;
+    let last = select(nb, nb - 1u, CONTROL == 1u);
+    var total = 0.0;
+    var seg = 0.0;
+    for (var j = 0u; j < last; j++) {
+        var b = j;
+        if (CONTROL == 2u) { let s0 = j & ~7u; b = s0 + min(s0 + 8u, nb) - 1u - j; }
+        var acc = 0.0;
+        for (var i = b * 32u; i < min(b * 32u + 32u, P.dim); i++) {
+            acc = acc + q[qo + i] * keys[ko + i];
+        }
+        seg = seg + acc;
+        if ((j & 7u) == 7u || j + 1u == last) {
+            total = total + seg;
+            seg = 0.0;
+        }
+    }
+    return total;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    LS_ZERO = P.zero;
+    let t = gid.x;
+    let row = gid.y;
+    if (t >= P.t) { return; }
+    let o = row * P.t + t;
+    if (CONTROL == 4u && o == P.s * P.t - 1u) { return; }
+    if (t >= visible[row]) {
+        scores[o] = -ls_inf();
+        return;
+    }
+    var wrow = row;
+    if (CONTROL == 3u) { wrow = min(row + 1u, P.s - 1u); }
+    var total = 0.0;
+    var seg = 0.0;
+    var acc = 0.0;
+    for (var h = 0u; h < P.heads; h++) {
+        var dot = head_dot((row * P.heads + h) * P.dim, t * P.dim);
+        if (CONTROL != 5u) { dot = round_bf16(dot); }
+        var wh = w[wrow * P.heads + h];
+        if (CONTROL == 6u && h == 0u) { wh = 1.0; }
+        acc = acc + round_bf16(select(0.0, dot, dot > 0.0) * wh);
+        if ((h & 31u) == 31u || h + 1u == P.heads) {
+            seg = seg + acc;
+            acc = 0.0;
+            if (((h >> 5u) & 7u) == 7u || h + 1u == P.heads) {
+                total = total + seg;
+                seg = 0.0;
+            }
+        }
+    }
+    scores[o] = round_bf16(total);
+}
