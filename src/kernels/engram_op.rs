@@ -1,4 +1,6 @@
 //! Engram gate oracle (spec 2.3, reference `Engram.forward`): per stream a normalized, signed-sqrt, sigmoid gate of h against its key, then h + gate * value.
+use super::hc::dispatch::{bad_shape, family_shader, key};
+use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::{mul_rn, rsqrt, sigmoid, sqrt};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
@@ -12,6 +14,20 @@ pub struct EngramGate {
     pub d: usize,
     /// `rms_norm_eps`.
     pub eps: f32,
+}
+
+pub(crate) const ENGRAM_GATE: Shader = family_shader!("engram_gate", "engram_gate.wgsl");
+
+/// Records the gate: h [rows, hc*d], kv [rows, (hc+1)*d] (keys stream-major, then the value), q_weight and k_weight [hc*d], live [rows] u32 (0 = pass through) into y [rows, hc*d] (bf16 values).
+pub fn record_engram_gate(rec: &mut Recorder, h: &Buf, kv: &Buf, q_weight: &Buf, k_weight: &Buf, live: &Buf, y: &Buf, rows: usize, p: &EngramGate, control: u32) -> Result<(), GpuError> {
+    if rows > 65535 || p.hc == 0 || p.d == 0 {
+        return Err(bad_shape("engram_gate", format!("{rows} rows (at most 65535) of {} streams of {}", p.hc, p.d)));
+    }
+    let inv_d = (1.0 / p.d as f64) as f32;
+    let inv_sqrt_d = (1.0 / (p.d as f64).sqrt()) as f32;
+    let params = [rows as u32, p.hc as u32, p.d as u32, inv_d.to_bits(), inv_sqrt_d.to_bits(), p.eps.to_bits()];
+    let args = [Arg::Whole(h), Arg::Whole(kv), Arg::Whole(q_weight), Arg::Whole(k_weight), Arg::Whole(live), Arg::Whole(y)];
+    rec.dispatch(&key(ENGRAM_GATE, control, &[]), &params, &args, [p.hc as u32, rows as u32, 1])
 }
 
 /// One row: `h` [hc*d] (bf16 values), `kv` [(hc+1)*d] (keys stream-major, then the shared value), `w` = q_weight * k_weight [hc*d]. Canonical order, per stream c: ms_h = canonical_sum(h^2) * (1/d), ms_k likewise; rho = rsqrt(ms_h + eps) * rsqrt(ms_k + eps); dot = canonical_sum(mul_rn(h * w, key)) (h * w exact) * rho * d^-1/2; g = sigmoid(+-sqrt(max(|dot|, 1e-6))), 0 when not `live`; out = bf16(h + mul_rn(g, value)).

@@ -1,6 +1,22 @@
 //! RoPE oracle (spec 2.5): interleaved pairs in the last rd dims of each head, rotated by host f32 cos/sin; elementwise, no reduction order.
+use super::hc::dispatch::{bad_shape, family_shader, grid64, key};
+use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
+
+pub(crate) const ROPE: Shader = family_shader!("rope", "rope.wgsl");
+pub(crate) const ROPE_INVERSE: Shader = family_shader!("rope_inverse", "rope.wgsl");
+
+/// Records RoPE of x [rows, heads*head_dim] by cs [rows, rd] (cos rd/2 then sin rd/2, row i for row i) into y [rows, heads*head_dim] (bf16 values).
+pub fn record_rope(rec: &mut Recorder, x: &Buf, cs: &Buf, y: &Buf, rows: usize, heads: usize, head_dim: usize, rd: usize, inverse: bool, control: u32) -> Result<(), GpuError> {
+    if rd % 2 != 0 || rd > head_dim || heads == 0 {
+        return Err(bad_shape("rope", format!("{heads} heads of {head_dim} with {rd} rope dims")));
+    }
+    let g = grid64(rows * heads * head_dim);
+    let params = [rows as u32, heads as u32, head_dim as u32, rd as u32, u32::from(inverse), g[0]];
+    let shader = if inverse { ROPE_INVERSE } else { ROPE };
+    rec.dispatch(&key(shader, control, &[]), &params, &[Arg::Whole(x), Arg::Whole(cs), Arg::Whole(y)], g)
+}
 
 /// The cos/sin row of absolute position `pos`: `[cos_0 .. cos_{rd/2-1}, sin_0 .. sin_{rd/2-1}]`, each computed in f64 and rounded once.
 pub fn table_row(pos: usize, inv_freq: &[f64]) -> Vec<f32> {

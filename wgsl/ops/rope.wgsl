@@ -1,0 +1,40 @@
+// RoPE, one thread per output: pair i of the last rd dims of each head becomes (mul_rn(a, c) - mul_rn(b, s), mul_rn(a, s) + mul_rn(b, c)), s negated for the inverse; every output rounded to bf16; = kernels::rope::rotate.
+override CONTROL: u32 = 0u;
+struct Params { zero: u32, m: u32, heads: u32, head_dim: u32, rd: u32, inverse: u32, groups_x: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> cs: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    LS_ZERO = P.zero;
+    let width = P.heads * P.head_dim;
+    let i = gid.x + gid.y * P.groups_x * 64u;
+    if (i >= P.m * width) { return; }
+    let row = i / width;
+    let col = i - row * width;
+    let p = col - (col / P.head_dim) * P.head_dim;
+    let off = P.head_dim - P.rd;
+    var v = x[i];
+    if (p >= off) {
+        let q = p - off;
+        let pair = q >> 1u;
+        let a = x[i - (q & 1u)];
+        let b = x[i - (q & 1u) + 1u];
+        var trow = row;
+        if (CONTROL == 2u) { trow = min(row + 1u, P.m - 1u); }
+        let c = cs[trow * P.rd + pair];
+        var s = cs[trow * P.rd + (P.rd >> 1u) + pair];
+        if ((P.inverse != 0u) != (CONTROL == 1u)) { s = -s; }
+        if ((q & 1u) == 0u) {
+            v = mul_rn(a, c) - mul_rn(b, s);
+            if (CONTROL == 3u) { v = a * c - b * s; }
+        } else {
+            v = mul_rn(a, s) + mul_rn(b, c);
+            if (CONTROL == 3u) { v = a * s + b * c; }
+        }
+    }
+    if (CONTROL != 5u) { v = round_bf16(v); }
+    if (!(CONTROL == 4u && i == P.m * width - 1u)) { y[i] = v; }
+}
