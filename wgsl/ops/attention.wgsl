@@ -22,9 +22,8 @@ var<workgroup> counts: array<u32, 256>;
 var<workgroup> n_keys: u32;
 var<workgroup> denom: f32;
 
-// Element i of key k.
-fn key_elem(k: u32, i: u32) -> f32 {
-    let e = keys[k];
+// Element i of the key with list entry e.
+fn key_elem(e: u32, i: u32) -> f32 {
     let at = (e & KEY_ROW) * P.dim + i;
     if ((e & KEY_COMP) != 0u) { return comp[at]; }
     if ((e & KEY_RING) != 0u) { return ring[at]; }
@@ -94,9 +93,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var k0 = 0u; k0 < n; k0 += kpp) {
         let k = k0 + mk;
         if (mk < kpp && k < n) {
+            let e = keys[k];
             var acc = 0.0;
             for (var j = 0u; j < 32u; j++) {
-                if (j < blen) { acc = acc + mul_rn(qb[j], key_elem(k, mb * 32u + j)); }
+                if (j < blen) { acc = acc + mul_rn(qb[j], key_elem(e, mb * 32u + j)); }
             }
             part[lid] = acc;
         }
@@ -149,28 +149,33 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         denom = select(tot + ls_exp(sink[h] - m), tot, CONTROL == 5u);
     }
     let den = workgroupUniformLoad(&denom);
-    // Values: a thread per output dim, keys in blocks of 32 from +0.0, segments of 8 blocks.
-    for (var i = lid; i < P.dim; i += 256u) {
-        var seg = 0.0;
-        var tot = 0.0;
+    // Values: a thread per pair of output dims (i, i + 256), keys in blocks of 32 from +0.0, segments of 8 blocks.
+    for (var i = lid; i < P.dim; i += 512u) {
+        let i2 = min(i + 256u, P.dim - 1u);
+        var seg = vec2<f32>(0.0);
+        var tot = vec2<f32>(0.0);
         for (var b = 0u; b < nbk; b++) {
-            var acc = 0.0;
+            var acc = vec2<f32>(0.0);
             for (var k = b * 32u; k < min(b * 32u + 32u, n); k++) {
+                let e = keys[k];
+                let p = w[k];
+                let v = vec2<f32>(key_elem(e, i), key_elem(e, i2));
                 if (CONTROL == 6u) {
-                    acc = acc + w[k] * key_elem(k, i);
+                    acc = acc + p * v;
                 } else if (CONTROL == 2u) {
-                    tot = tot + mul_rn(w[k], key_elem(k, i));
+                    tot = tot + vec2<f32>(mul_rn(p, v.x), mul_rn(p, v.y));
                 } else {
-                    acc = acc + mul_rn(w[k], key_elem(k, i));
+                    acc = acc + vec2<f32>(mul_rn(p, v.x), mul_rn(p, v.y));
                 }
             }
             seg = seg + acc;
             if ((b & 7u) == 7u || b + 1u == nbk) {
                 tot = tot + seg;
-                seg = 0.0;
+                seg = vec2<f32>(0.0);
             }
         }
-        let v = round_bf16(ls_div(tot, den));
-        if (!(CONTROL == 4u && row == 0u && h == 0u && i == 0u)) { o[(row * P.heads + h) * P.dim + i] = v; }
+        let base = (row * P.heads + h) * P.dim;
+        if (!(CONTROL == 4u && row == 0u && h == 0u && i == 0u)) { o[base + i] = round_bf16(ls_div(tot.x, den)); }
+        if (i + 256u < P.dim) { o[base + i + 256u] = round_bf16(ls_div(tot.y, den)); }
     }
 }
