@@ -7,7 +7,7 @@ use crate::numerics::sum::canonical_sum;
 
 #[path = "moe_rows.rs"]
 mod rows;
-pub use rows::{embed_rows, gather_rows, record_embed, record_gather_rows};
+pub use rows::{embed_rows, gather_rows, pack_routes, record_embed, record_gather_rows, RoutePack};
 pub(crate) use rows::{EMBED, GATHER_ROWS};
 
 pub(crate) const MOE_ROUTE: Shader = Shader { kernel: "moe_route", variant: "ref", source: include_str!("../../wgsl/ops/moe_route.wgsl") };

@@ -252,17 +252,14 @@ impl Kernel for MoeJoinKernel {
             }
             ids.extend(row);
         }
-        let mut packed: Vec<(u32, usize)> = ids.iter().enumerate().map(|(s, &e)| (e, s)).collect();
-        packed.sort_unstable();
-        let mut map = vec![0u32; m * k];
-        packed.iter().enumerate().for_each(|(p, &(_, s))| map[s] = p as u32);
+        let idf: Vec<f32> = ids.iter().map(|&e| e as f32).collect();
+        let map = moe::pack_routes(&idf, k).slot_map;
         let value = |rng: &mut Rng| if case.edge { [0.0, -0.0, 1.0, -1.0, 0.00390625][rng.below(5) as usize] } else { bf16_normal(rng, 0.05) };
         let mut routed: Vec<f32> = (0..m * k * d).map(|_| value(rng)).collect();
         if !case.edge && k > 1 {
             cancel_extremes(&mut routed, &ids, &map, k, d);
         }
         let shared: Vec<f32> = (0..m * d).map(|_| value(rng)).collect();
-        let idf: Vec<f32> = ids.iter().map(|&e| e as f32).collect();
         Inputs { data: vec![Data::shared(bytemuck::cast_slice(&routed).to_vec()), rows_u32(&map, k), Data::rows_f32(&idf, k), Data::rows_f32(&shared, d)] }
     }
     fn out_row_words(&self, case: &Case) -> Vec<usize> {

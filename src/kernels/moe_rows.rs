@@ -31,3 +31,49 @@ pub fn record_gather_rows(rec: &mut Recorder, src: &Buf, idx: &Buf, dst: &Buf, p
 pub fn gather_rows(src: &[f32], c: usize, idx: &[u32]) -> Vec<f32> {
     idx.iter().flat_map(|&i| src[i as usize * c..(i as usize + 1) * c].iter().copied()).collect()
 }
+
+/// The packed layout of one call's routed rows: experts ascending, each expert's rows ascending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutePack {
+    /// Source row of each packed row (gather_rows' index list for x).
+    pub rows: Vec<u32>,
+    /// Flat (row * k + pick) of each packed row (gather_rows' index list for the weights viewed as [m*k, 1]).
+    pub picks: Vec<u32>,
+    /// Packed row of each (row, pick), row-major [m, k] (moe_join's slot map).
+    pub slot_map: Vec<u32>,
+    /// (expert id, first packed row, packed rows) of each expert used, ascending.
+    pub experts: Vec<(u32, usize, usize)>,
+}
+
+/// Packs moe_route's ids [m, k] (f32 expert ids in pick order) into the layout the expert GEMMs and moe_join read.
+pub fn pack_routes(ids: &[f32], k: usize) -> RoutePack {
+    let mut order: Vec<(u32, u32)> = ids.iter().enumerate().map(|(s, &e)| (e as u32, s as u32)).collect();
+    order.sort_unstable();
+    let mut pack = RoutePack { rows: Vec::new(), picks: Vec::new(), slot_map: vec![0; ids.len()], experts: Vec::new() };
+    for (p, &(e, s)) in order.iter().enumerate() {
+        pack.rows.push(s / k.max(1) as u32);
+        pack.picks.push(s);
+        pack.slot_map[s as usize] = p as u32;
+        match pack.experts.last_mut() {
+            Some(last) if last.0 == e => last.2 += 1,
+            _ => pack.experts.push((e, p, 1)),
+        }
+    }
+    pack
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_groups_rows_by_ascending_expert_and_maps_every_pick_back() {
+        let ids = [5.0, 1.0, 1.0, 7.0, 5.0, 0.0];
+        let p = pack_routes(&ids, 2);
+        assert_eq!(p.experts, vec![(0, 0, 1), (1, 1, 2), (5, 3, 2), (7, 5, 1)]);
+        assert_eq!(p.rows, vec![2, 0, 1, 0, 2, 1]);
+        for (s, &slot) in p.slot_map.iter().enumerate() {
+            assert_eq!(p.picks[slot as usize] as usize, s);
+        }
+    }
+}
