@@ -15,6 +15,7 @@ pub const MAX_KEYS: usize = 1024;
 pub struct AttnDims {
     /// Query rows of the call, at consecutive positions from `start`.
     pub rows: usize,
+    /// Query heads (one sink each).
     pub heads: usize,
     /// Head dim: the length of every q head, kv row and output head.
     pub dim: usize,
@@ -47,6 +48,7 @@ pub fn record_sparse_attention(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf
 }
 
 /// The keys of query row `i` of a call, as exec::cpu gathers them: window positions ascending (kv from `start`, ring slot pos mod window before), then `sel_row`'s entries >= 0 in order.
+#[allow(clippy::too_many_arguments)]
 pub fn call_keys<'a>(kv: &'a [f32], ring: &'a [f32], comp: &'a [f32], sel_row: &[f32], dim: usize, start: usize, window: usize, i: usize) -> Vec<&'a [f32]> {
     let p = start + i;
     let row = |t: &'a [f32], r: usize| &t[r * dim..(r + 1) * dim];

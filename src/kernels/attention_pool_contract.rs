@@ -75,7 +75,7 @@ impl Kernel for CompressPoolKernel {
                 match (i % sh.hd) % 6 {
                     0 => (*kv, *gv) = (tie, 0.5),
                     1 => (*kv, *gv) = (-0.0, *gv),
-                    2 => *gv = if (i / sh.hd) % 2 == 0 { 200.0 } else { -200.0 },
+                    2 => *gv = if (i / sh.hd).is_multiple_of(2) { 200.0 } else { -200.0 },
                     3 => *kv *= 1e30,
                     4 => *gv = 87.0,
                     _ => {}
