@@ -19,6 +19,7 @@ pub struct EngramGate {
 pub(crate) const ENGRAM_GATE: Shader = family_shader!("engram_gate", "engram_gate.wgsl");
 
 /// Records the gate: h [rows, hc*d], kv [rows, (hc+1)*d] (keys stream-major, then the value), q_weight and k_weight [hc*d], live [rows] u32 (0 = pass through) into y [rows, hc*d] (bf16 values).
+#[allow(clippy::too_many_arguments)]
 pub fn record_engram_gate(rec: &mut Recorder, h: &Buf, kv: &Buf, q_weight: &Buf, k_weight: &Buf, live: &Buf, y: &Buf, rows: usize, p: &EngramGate, control: u32) -> Result<(), GpuError> {
     if rows > 65535 || p.hc == 0 || p.d == 0 {
         return Err(bad_shape("engram_gate", format!("{rows} rows (at most 65535) of {} streams of {}", p.hc, p.d)));

@@ -42,6 +42,7 @@ pub(super) fn stream_rows(rng: &mut Rng, rows: usize, width: usize, edge: bool) 
 }
 
 /// Every eighth column: streams 0 and 1 large and cancelling under weights `mix[w0]`, `mix[w0 + step]`, the rest small, so the summation order shows after bf16 rounding.
+#[allow(clippy::too_many_arguments)]
 fn cancel_pairs(rng: &mut Rng, h: &mut [f32], mix: &[f32], hc: usize, d: usize, cols: usize, w0: usize, step: usize) {
     for (r, row) in h.chunks_mut(hc * d).enumerate() {
         let (a, b) = (mix[r * cols + w0], mix[r * cols + w0 + step]);

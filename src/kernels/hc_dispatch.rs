@@ -36,6 +36,7 @@ pub(crate) fn bad_shape(kernel: &str, message: String) -> GpuError {
 }
 
 /// Records mHC mixes: h [rows, hc*d], hc_fn [(2+hc)*hc, hc*d], scale [3], base [(2+hc)*hc] into mix [rows, (2+hc)*hc] = pre, post, comb row-major.
+#[allow(clippy::too_many_arguments)]
 pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, base: &Buf, mix: &Buf, rows: usize, d: usize, p: &HcParams, control: u32) -> Result<(), GpuError> {
     if p.hc == 0 || p.hc > MAX_HC || p.iters == 0 {
         return Err(bad_shape("hc_mixes", format!("hc {} (1..={MAX_HC}) with {} Sinkhorn iterations", p.hc, p.iters)));
@@ -48,6 +49,7 @@ pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, ba
 }
 
 /// Records mHC collapse: h [rows, hc*d], mix [rows, mix_cols] (pre = its first hc columns) into y [rows, d] (bf16 values).
+#[allow(clippy::too_many_arguments)]
 pub fn record_hc_collapse(rec: &mut Recorder, h: &Buf, mix: &Buf, y: &Buf, rows: usize, hc: usize, d: usize, mix_cols: usize, control: u32) -> Result<(), GpuError> {
     if hc == 0 || mix_cols < hc {
         return Err(bad_shape("hc_collapse", format!("hc {hc} with {mix_cols} mix columns")));
@@ -58,6 +60,7 @@ pub fn record_hc_collapse(rec: &mut Recorder, h: &Buf, mix: &Buf, y: &Buf, rows:
 }
 
 /// Records mHC expand: out [rows, d], h [rows, hc*d], mix [rows, (2+hc)*hc] (post, comb) into y [rows, hc*d] (bf16 values).
+#[allow(clippy::too_many_arguments)]
 pub fn record_hc_expand(rec: &mut Recorder, out: &Buf, h: &Buf, mix: &Buf, y: &Buf, rows: usize, hc: usize, d: usize, control: u32) -> Result<(), GpuError> {
     if hc == 0 {
         return Err(bad_shape("hc_expand", "hc 0".to_string()));

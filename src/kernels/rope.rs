@@ -8,8 +8,9 @@ pub(crate) const ROPE: Shader = family_shader!("rope", "rope.wgsl");
 pub(crate) const ROPE_INVERSE: Shader = family_shader!("rope_inverse", "rope.wgsl");
 
 /// Records RoPE of x [rows, heads*head_dim] by cs [rows, rd] (cos rd/2 then sin rd/2, row i for row i) into y [rows, heads*head_dim] (bf16 values).
+#[allow(clippy::too_many_arguments)]
 pub fn record_rope(rec: &mut Recorder, x: &Buf, cs: &Buf, y: &Buf, rows: usize, heads: usize, head_dim: usize, rd: usize, inverse: bool, control: u32) -> Result<(), GpuError> {
-    if rd % 2 != 0 || rd > head_dim || heads == 0 {
+    if !rd.is_multiple_of(2) || rd > head_dim || heads == 0 {
         return Err(bad_shape("rope", format!("{heads} heads of {head_dim} with {rd} rope dims")));
     }
     let g = grid64(rows * heads * head_dim);
