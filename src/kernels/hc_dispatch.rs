@@ -38,8 +38,8 @@ pub(crate) fn bad_shape(kernel: &str, message: String) -> GpuError {
 /// Records mHC mixes: h [rows, hc*d], hc_fn [(2+hc)*hc, hc*d], scale [3], base [(2+hc)*hc] into mix [rows, (2+hc)*hc] = pre, post, comb row-major.
 #[allow(clippy::too_many_arguments)]
 pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, base: &Buf, mix: &Buf, rows: usize, d: usize, p: &HcParams, control: u32) -> Result<(), GpuError> {
-    if p.hc == 0 || p.hc > MAX_HC || p.iters == 0 {
-        return Err(bad_shape("hc_mixes", format!("hc {} (1..={MAX_HC}) with {} Sinkhorn iterations", p.hc, p.iters)));
+    if p.hc == 0 || p.hc > MAX_HC || p.iters == 0 || rows > 65535 {
+        return Err(bad_shape("hc_mixes", format!("{rows} rows (at most 65535), hc {} (1..={MAX_HC}), {} Sinkhorn iterations", p.hc, p.iters)));
     }
     let n = p.hc * d;
     let inv_n = (1.0 / n as f64) as f32;
