@@ -214,8 +214,19 @@ fn reference_and_bound(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
     let (q, sel, comp, sink) = (inputs.data[0].f32s(), inputs.data[2].f32s(), inputs.data[5].f32s(), inputs.data[6].f32s());
     let (hd, scale) = (sh.heads * sh.dim, f64::from(scale_of(sh)));
     let (mut refs, mut bounds) = (Vec::new(), Vec::new());
+    let dim = sh.dim;
+    let history: Vec<&[f32]> = (0..start + case.rows)
+        .map(|pos| if pos >= start { &kv[(pos - start) * dim..(pos - start + 1) * dim] } else { &ring[(pos % sh.window) * dim..(pos % sh.window + 1) * dim] })
+        .collect();
     for i in 0..case.rows {
-        let keys = attention::call_keys(&kv, &ring, &comp, &sel[i * sh.topk..(i + 1) * sh.topk], sh.dim, start, sh.window, i);
+        let p = start + i;
+        let first = (p + 1).saturating_sub(sh.window);
+        let mut keys: Vec<&[f32]> = history[first..=p].to_vec();
+        for &v in &sel[i * sh.topk..(i + 1) * sh.topk] {
+            if v >= 0.0 {
+                keys.push(&comp[v as usize * dim..(v as usize + 1) * dim]);
+            }
+        }
         let n = keys.len();
         let (gd, gn) = (gamma(canonical_depth(sh.dim)), gamma(canonical_depth(n) + 1));
         for h in 0..sh.heads {
