@@ -155,7 +155,7 @@ impl Kernel for MixesKernel {
             Control::fusion(3, "products fused into the block sums"),
             Control::new(4, "read the next row's streams"),
             Control::new(5, "leave the last output unwritten"),
-            Control::new(6, "skip the last column pass"),
+            Control::new(6, "skip the column pass after the softmax"),
             Control::new(7, "double the pre scale"),
         ] }
     }

@@ -106,10 +106,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     workgroupBarrier();
     if (lid < hc * hc) { hm_comb[lid] = v; }
     workgroupBarrier();
-    hm_pass(lid, false);
+    if (CONTROL != 6u) { hm_pass(lid, false); }
     for (var it = 1u; it < P.iters; it++) {
         hm_pass(lid, true);
-        if (!(CONTROL == 6u && it + 1u == P.iters)) { hm_pass(lid, false); }
+        hm_pass(lid, false);
     }
     if (lid < hc * hc && !(CONTROL == 5u && row == P.m - 1u && lid == hc * hc - 1u)) { mix[out + 2u * hc + lid] = hm_comb[lid]; }
 }
