@@ -9,7 +9,7 @@ use std::rc::Rc;
 /// Every kernel the forward dispatches through this executor, by registered name.
 pub const FORWARD_KERNELS: &[&str] = &[
     "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16",
-    "embed", "gather_rows", "copy_rows", "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "qat",
+    "embed", "gather_rows", "copy_rows", "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index",
     "compress_pool", "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
 ];
 
@@ -27,11 +27,7 @@ pub struct GpuTensor {
 impl GpuTensor {
     /// Rows the buffer has room for.
     pub fn capacity(&self) -> usize {
-        if self.cols == 0 {
-            usize::MAX
-        } else {
-            (self.buf.bytes / 4) as usize / self.cols
-        }
+        ((self.buf.bytes / 4) as usize).checked_div(self.cols).unwrap_or(usize::MAX)
     }
 }
 
@@ -41,6 +37,8 @@ pub(crate) enum Weight {
     Values { buf: Buf, len: usize },
     /// GEMM weight `[n, k]` in row parts that each bind below the limit.
     Gemm(go::GemmWeight),
+    /// A BF16 table `[rows, cols]` as stored.
+    Table { buf: Buf, rows: usize, cols: usize },
 }
 
 /// The GPU executor over one opened device and one checkpoint.

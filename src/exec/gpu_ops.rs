@@ -122,11 +122,11 @@ fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>)
     cached(ex, key, |ex| Ok(Weight::Gemm(upload_gemm(ex, module, rows)?)))
 }
 
-/// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, ldo]`); `xs` are act_quant scales.
-fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: &Buf, xs: Option<&Buf>, m: usize, y: &Buf, n_base: usize, ldo: usize) -> Result<(), ExecError> {
+/// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, y.cols]`); `xs` are act_quant scales.
+fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m: usize, y: &GpuTensor, n_base: usize) -> Result<(), ExecError> {
     ex.need("linear", gemm_kernel(w.fmt))?;
     for p in &w.parts {
-        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.k, x, xs, w: &p.w, ws: p.s.as_ref(), out: y, n_base: n_base + p.n0, ldo };
+        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.k, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
         gemm::record(&mut ex.rec, &a, GemmVariant::for_rows(m), 0)?;
     }
     Ok(())
@@ -142,32 +142,37 @@ fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecErro
     Ok((q, s))
 }
 
-/// Rounds `y` to bf16 into a new tensor when `out` asks for it.
-pub(crate) fn round_out(ex: &mut GpuExecutor, y: GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+/// Rounds `y` to bf16 into a new tensor (with `spare` zero rows after it) when `out` asks for it.
+pub(crate) fn round_out(ex: &mut GpuExecutor, y: GpuTensor, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
     if out == Out::F32 {
         return Ok(y);
     }
     ex.need("round", "round_bf16")?;
-    let r = ex.out(y.rows, y.cols)?;
+    let r = ex.alloc(y.rows, y.cols, y.rows + spare)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::RoundBf16, &y.buf, &y.buf, &r.buf, y.rows, y.cols, 0)?;
     Ok(r)
 }
 
 /// `y = x W^T` by the weight's format (the CPU executor's `linear`).
 pub(super) fn linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out) -> Result<GpuTensor, ExecError> {
+    linear_spare(ex, x, module, out, 0)
+}
+
+/// `linear` whose output buffer keeps `spare` zero rows after its rows.
+pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
     let w = gemm_weight(ex, module, None)?;
     let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
     if w.k != x.cols {
         return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {} inputs, the activation has {}", w.k, x.cols) });
     }
-    let y = ex.out(x.rows, w.n)?;
+    let y = ex.alloc(x.rows, w.n, x.rows + spare)?;
     if w.fmt == WeightFormat::Bf16 {
-        record_gemm(ex, w, &x.buf, None, x.rows, &y.buf, 0, w.n)?;
+        record_gemm(ex, w, (&x.buf, None), x.rows, &y, 0)?;
     } else {
         let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, &q, Some(&s), x.rows, &y.buf, 0, w.n)?;
+        record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0)?;
     }
-    round_out(ex, y, out)
+    round_out(ex, y, out, spare)
 }
 
 /// Block-diagonal `wo_a`: group g's columns of x (gathered as rows of x viewed `[m*groups, dg]`) times its weight rows, scales 1 on x, bf16 out.
@@ -195,9 +200,9 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, 
             return Err(ExecError::BadWeight { name, problem: "dtype is not BF16 or F8_E4M3".into() });
         }
         let xs = (w.fmt == WeightFormat::E4m3).then_some(&ones.buf);
-        record_gemm(ex, w, &xg.buf, xs, m, &y.buf, g * r, n)?;
+        record_gemm(ex, w, (&xg.buf, xs), m, &y, g * r)?;
     }
-    round_out(ex, y, Out::Bf16)
+    round_out(ex, y, Out::Bf16, 0)
 }
 
 /// RMSNorm of each row with `module.weight`.
@@ -217,16 +222,16 @@ pub(super) fn scale(ex: &mut GpuExecutor, x: &GpuTensor, s: f32, out: Out) -> Re
     let sb = ex.gpu.upload_pod(&vec![s; x.rows.max(1)])?;
     let y = ex.out(x.rows, x.cols)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::Scale, &x.buf, &sb, &y.buf, x.rows, x.cols, 0)?;
-    round_out(ex, y, out)
+    round_out(ex, y, out, 0)
 }
 
 /// `a + b`, then the output rounding.
-pub(super) fn add(ex: &mut GpuExecutor, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+pub(crate) fn add(ex: &mut GpuExecutor, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     ex.need("add", "add")?;
     check((a.rows, a.cols) == (b.rows, b.cols), "add", || format!("[{}, {}] vs [{}, {}]", a.rows, a.cols, b.rows, b.cols))?;
     let y = ex.out(a.rows, a.cols)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::Add, &a.buf, &b.buf, &y.buf, a.rows, a.cols, 0)?;
-    round_out(ex, y, out)
+    round_out(ex, y, out, 0)
 }
 
 /// Clamped SwiGLU with row weights 1, bf16 out.
@@ -236,5 +241,13 @@ pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, limit: 
     let ones = ex.gpu.upload_pod(&vec![1.0f32; g.rows.max(1)])?;
     let a = ex.out(g.rows, g.cols)?;
     ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &ones, &a.buf, g.rows, g.cols, limit, true, 0)?;
+    Ok(a)
+}
+
+/// Clamped SwiGLU with per-row weights `rw` `[m]`, bf16 out (routed experts).
+pub(crate) fn swiglu_weighted(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, rw: &Buf, limit: f32) -> Result<GpuTensor, ExecError> {
+    ex.need("swiglu", "swiglu")?;
+    let a = ex.out(g.rows, g.cols)?;
+    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, rw, &a.buf, g.rows, g.cols, limit, true, 0)?;
     Ok(a)
 }

@@ -1,48 +1,81 @@
 //! The GPU executor's row movement: embedding rows, slices, stream repeat, gathers, cache appends and window-ring writes.
 use super::cpu::check;
-use super::gpu::{GpuExecutor, GpuTensor};
+use super::gpu::{GpuExecutor, GpuTensor, Weight};
+use super::gpu_ops::cached;
+use crate::kernels::{attention, moe};
+use crate::model::Dtype;
 use super::ExecError;
 
-/// The error of an op whose kernel has not landed in the registry.
-pub(crate) fn pending(op: &str) -> ExecError {
-    ExecError::Unavailable(format!("{op}: kernel not registered yet"))
+/// Records a `copy_rows` of `rows` rows of `src` from row `at.0` to row `at.1` of `dst` (ring slots when `ring > 0`), each `repeat` times (see `attention::record_copy_rows`).
+fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at: (usize, usize), ring: usize, repeat: usize) -> Result<(), ExecError> {
+    ex.need("copy_rows", "copy_rows")?;
+    attention::record_copy_rows(&mut ex.rec, &src.buf, &dst.buf, rows, src.cols, at.0, at.1, ring, repeat, 0)?;
+    Ok(())
 }
 
 /// Rows `start..start + len` of `x`.
 pub(super) fn slice_rows(ex: &mut GpuExecutor, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
     check(start + len <= x.rows, "slice_rows", || format!("rows {start}..{} of {}", start + len, x.rows))?;
-    let _ = ex;
-    Err(pending("slice_rows"))
+    let y = ex.out(len, x.cols)?;
+    copy(ex, x, &y, len, (start, 0), 0, 1)?;
+    Ok(y)
 }
 
-/// Each row repeated `hc` times.
+/// Each row `[d]` repeated `hc` times into `[hc*d]`.
 pub(super) fn hc_repeat(ex: &mut GpuExecutor, x: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
-    let _ = (ex, x, hc);
-    Err(pending("hc_repeat"))
+    let y = ex.out(x.rows, hc * x.cols)?;
+    copy(ex, x, &y, x.rows, (0, 0), 0, hc)?;
+    Ok(y)
 }
 
 /// Rows of the BF16 table `module.weight` for `ids`.
 pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
-    let _ = (ex, module, ids);
-    Err(pending("embed"))
+    ex.need("embed", "embed")?;
+    let name = format!("{module}.weight");
+    let table = cached(ex, format!("{name}#table"), |ex| {
+        let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
+        let [rows, cols] = *w.shape else { return Err(ExecError::BadWeight { name: name.clone(), problem: "not 2-D".into() }) };
+        if w.dtype != Dtype::BF16 {
+            return Err(ExecError::BadWeight { name: name.clone(), problem: format!("dtype {} is not BF16", w.dtype) });
+        }
+        Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)?, rows, cols })
+    })?;
+    let Weight::Table { buf, rows, cols } = &*table else { return Err(ExecError::BadWeight { name, problem: "cached as another kind".into() }) };
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= *rows) {
+        return Err(ExecError::Shape { op: "embed", problem: format!("token id {bad} is outside the {rows}-row table") });
+    }
+    let idb = ex.gpu.upload_pod(ids)?;
+    let y = ex.out(ids.len(), *cols)?;
+    moe::record_embed(&mut ex.rec, buf, &idb, &y.buf, ids.len(), *cols, *rows, 0)?;
+    Ok(y)
 }
 
 /// Rows `idx` of `x` into a new `[idx.len(), cols]` tensor.
 pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &[u32]) -> Result<GpuTensor, ExecError> {
-    let _ = (ex, x, idx);
-    Err(pending("gather_rows"))
+    ex.need("gather_rows", "gather_rows")?;
+    check(idx.iter().all(|&i| (i as usize) < x.rows), "gather_rows", || format!("an index outside {} rows", x.rows))?;
+    let ib = ex.gpu.upload_pod(idx)?;
+    let y = ex.out(idx.len(), x.cols)?;
+    moe::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, idx.len(), x.cols, x.rows, 0)?;
+    Ok(y)
 }
 
-/// Appends `rows` to `cache`, growing its buffer by doubling.
+/// Appends `rows` to `cache`, moving it into a buffer of twice the rows when it is full.
 pub(super) fn append_rows(ex: &mut GpuExecutor, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
     check(cache.cols == rows.cols, "append_rows", || format!("cache rows of {} vs rows of {}", cache.cols, rows.cols))?;
-    let _ = ex;
-    Err(pending("append_rows"))
+    let need = cache.rows + rows.rows;
+    if need > cache.capacity() {
+        let grown = ex.alloc(cache.rows, cache.cols, need.max(2 * cache.capacity()).max(16))?;
+        copy(ex, cache, &grown, cache.rows, (0, 0), 0, 1)?;
+        *cache = grown;
+    }
+    copy(ex, rows, cache, rows.rows, (0, cache.rows), 0, 1)?;
+    cache.rows = need;
+    Ok(())
 }
 
-/// Writes rows (positions `start..`) into ring slots `position mod ring rows`; only the last `ring rows` rows are written, so each slot is written once.
+/// Writes rows (positions `start..`) into ring slots `position mod ring rows`; of rows beyond the ring only the last are written, as sequential writes leave them.
 pub(super) fn ring_write(ex: &mut GpuExecutor, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
     check(ring.cols == rows.cols && ring.rows > 0, "ring_write", || format!("ring [{}, {}] vs rows of {}", ring.rows, ring.cols, rows.cols))?;
-    let _ = (ex, start);
-    Err(pending("ring_write"))
+    copy(ex, rows, ring, rows.rows, (0, start), ring.rows, 1)
 }

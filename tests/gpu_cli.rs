@@ -1,0 +1,110 @@
+//! `lockstep run --device` and `lockstep diff` on the tiny model: the same token hashes and tap files on the CPU oracle and the default GPU adapter, and a planted one-ulp difference named by its stage.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn lockstep(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockstep")).args(args).env("RUST_BACKTRACE", "0").output().expect("run lockstep")
+}
+
+/// A fresh temp dir path for `tag`, removed when dropped.
+fn temp(tag: &str) -> TempDir {
+    let dir = std::env::temp_dir().join(format!("lockstep-gpu-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    TempDir(dir)
+}
+
+/// A tiny model written by `lockstep make-tiny`.
+fn model_dir(tag: &str) -> TempDir {
+    let dir = temp(tag);
+    let out = lockstep(&["make-tiny", dir.0.to_str().expect("utf-8 temp dir"), "--seed", "7"]);
+    assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
+    let has_tokenizer = dir.0.join("tokenizer.json").is_file() || std::env::var_os("LOCKSTEP_TOKENIZER").is_some();
+    assert!(has_tokenizer, "make-tiny found no tokenizer to copy; run scripts/fetch_tokenizer.sh");
+    dir
+}
+
+const PROMPT: &str = "The engine gives the same bits everywhere, on every device.";
+
+/// `lockstep run` on `device`; returns the token_sha256 value.
+fn run_hash(dir: &Path, device: &str, extra: &[&str]) -> String {
+    let mut args = vec!["run", "--model", dir.to_str().expect("utf-8"), "--prompt", PROMPT, "--max-tokens", "5", "--device", device];
+    args.extend_from_slice(extra);
+    let out = lockstep(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "run {device} {extra:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find_map(|l| l.strip_prefix("token_sha256=")).unwrap_or_else(|| panic!("no token_sha256 line in {stdout}"));
+    assert_eq!(line.len(), 64);
+    line.to_string()
+}
+
+/// Every file under `dir`, relative path and bytes, sorted.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).expect("prefix").to_string_lossy().to_string();
+                out.push((rel, std::fs::read(&p).expect("read tap")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn greedy_and_seeded_runs_give_the_same_hash_and_tap_files_on_cpu_and_gpu() {
+    let dir = model_dir("hash");
+    let (tc, tg) = (temp("taps-cpu"), temp("taps-gpu"));
+    let cpu = run_hash(&dir.0, "cpu", &["--taps", tc.0.to_str().expect("utf-8")]);
+    let gpu = run_hash(&dir.0, "gpu", &["--taps", tg.0.to_str().expect("utf-8"), "--prefill-chunk", "5"]);
+    assert_eq!(cpu, gpu, "greedy token hash, cpu vs gpu");
+    let (fc, fg) = (files(&tc.0), files(&tg.0));
+    assert!(fc.len() > 100, "{} tap files", fc.len());
+    let call0 = lockstep::cli_run::read_tap(&tc.0.join("call0000/logits.tap")).expect("read logits tap");
+    assert_eq!((call0.0.as_str(), call0.1, call0.3.len()), ("logits", 1, call0.2));
+    let cpu_calls = fc.iter().filter(|(p, _)| p.ends_with("index.json")).count();
+    let gpu_decode: Vec<_> = fg.iter().filter(|(p, _)| !p.starts_with("call0000")).collect();
+    assert!(cpu_calls > 1 && !gpu_decode.is_empty());
+    let sampled = |device: &str, seed: &str| run_hash(&dir.0, device, &["--temperature", "1.0", "--top-p", "0.95", "--seed", seed]);
+    assert_eq!(sampled("cpu", "23"), sampled("gpu", "23"), "seeded sampling, cpu vs gpu");
+    let (tc2, tg2) = (temp("taps-cpu2"), temp("taps-gpu2"));
+    run_hash(&dir.0, "cpu", &["--taps", tc2.0.to_str().expect("utf-8")]);
+    run_hash(&dir.0, "gpu", &["--taps", tg2.0.to_str().expect("utf-8")]);
+    assert!(files(&tc2.0) == files(&tg2.0), "tap files of the same calls differ between cpu and gpu");
+}
+
+#[test]
+fn diff_finds_all_stages_equal_and_names_a_planted_one_ulp_difference() {
+    let dir = model_dir("diff");
+    let d = dir.0.to_str().expect("utf-8");
+    let base = ["diff", "--a", "cpu", "--b", "gpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3"];
+    let out = lockstep(&base);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "diff failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("stages equal (4 calls"), "{stdout}");
+    let mut planted = base.to_vec();
+    planted.extend(["--perturb-b", "rmsnorm"]);
+    let out = lockstep(&planted);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "a planted difference passed: {stdout}");
+    assert!(stdout.contains("first difference: call 0 stage L0.attn.x: 1 of"), "{stdout}");
+    assert!(stdout.contains("65536 ulp (1 bf16 ulp)") && stdout.contains("f64 reference error"), "{stdout}");
+    let late = ["diff", "--a", "gpu", "--b", "cpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3", "--perturb-b", "hc_expand:30"];
+    let out = lockstep(&late);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && stdout.contains("first difference: call 1 stage L6.h_attn: 1 of 256 values"), "{stdout}");
+}

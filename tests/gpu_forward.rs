@@ -1,0 +1,122 @@
+//! The GPU executor's forward on the tiny model equals the CPU oracle bit for bit (every tap, every logit, the state bytes), and is chunk-invariant on its own.
+mod forward_support;
+
+use forward_support::{prompt, tiny};
+use lockstep::engine::Session;
+use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
+use lockstep::forward::{LogitRows, Model};
+use lockstep::gpu::{DeviceChoice, Gpu};
+use lockstep::model::taps::Taps;
+use std::sync::OnceLock;
+
+/// Prompt length: past index_topk visible groups and the candidate pool, crossing ratio-2 groups at odd offsets.
+const PROMPT: usize = 40;
+/// Decode steps after the prompt.
+const DECODE: usize = 8;
+
+/// The default adapter (lavapipe in CI), opened once per test binary.
+fn gpu() -> &'static Gpu {
+    static G: OnceLock<Gpu> = OnceLock::new();
+    G.get_or_init(|| Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe: mesa-vulkan-drivers)"))
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Greedy pick: the largest logit, the lower index on ties.
+fn argmax(v: &[f32]) -> u32 {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
+}
+
+/// Asserts two calls' taps agree in names, dims and bits.
+fn same_taps(call: usize, a: &Taps<f32>, b: &Taps<f32>) -> usize {
+    let names = |t: &Taps<f32>| t.list.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(a), names(b), "call {call}: tap names");
+    for (x, y) in a.list.iter().zip(&b.list) {
+        assert_eq!((x.rows, x.cols), (y.rows, y.cols), "call {call} {}: dims", x.name);
+        if let Some(i) = (0..x.data.len()).find(|&i| x.data[i].to_bits() != y.data[i].to_bits()) {
+            panic!("call {call} tap {}: value {i} is {:e} on the CPU, {:e} on the GPU", x.name, x.data[i], y.data[i]);
+        }
+    }
+    a.list.len()
+}
+
+#[test]
+fn gpu_forward_equals_the_cpu_oracle_in_every_tap_logit_and_state_byte() {
+    let t = tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let mut c = Session::new(CpuExecutor::new(&t.ckpt), &model).expect("cpu session");
+    let mut g = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("gpu session");
+    let ids = prompt(PROMPT);
+    let mut calls: Vec<Vec<u32>> = vec![ids[..23].to_vec(), ids[23..24].to_vec(), ids[24..].to_vec()];
+    let (mut taps, mut logits) = (0, 0);
+    let mut i = 0;
+    while i < calls.len() {
+        let (mut tc, mut tg) = (Taps::on(), Taps::on());
+        let lc = c.run(&calls[i], LogitRows::All, &mut tc).expect("cpu call");
+        let lg = g.run(&calls[i], LogitRows::All, &mut tg).expect("gpu call");
+        taps += same_taps(i, &tc, &tg);
+        assert!(bits(&lc) == bits(&lg), "call {i}: logits differ");
+        logits += lc.len();
+        if i == 2 {
+            let (sc, sg) = (c.state.to_bytes(&mut c.ex).expect("cpu state"), g.state.to_bytes(&mut g.ex).expect("gpu state"));
+            assert!(sc == sg, "state bytes after the prompt differ");
+        }
+        if calls.len() < 3 + DECODE && i + 1 == calls.len() {
+            calls.push(vec![argmax(&lc[lc.len() - t.cfg.vocab_size..])]);
+        }
+        i += 1;
+    }
+    let (sc, sg) = (c.state.to_bytes(&mut c.ex).expect("cpu state"), g.state.to_bytes(&mut g.ex).expect("gpu state"));
+    assert!(sc == sg, "final state bytes differ");
+    assert!(taps > 30 * calls.len() && logits == (PROMPT + DECODE) * t.cfg.vocab_size, "{taps} taps, {logits} logits");
+}
+
+/// Prompt logits of every row, state after the prompt, decode logits and final state of one chunking on the GPU.
+fn gpu_trace(model: &Model, chunk: usize, forced: &[u32]) -> (Vec<u32>, Vec<u8>, Vec<u32>, Vec<u8>) {
+    let t = tiny();
+    let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), model).expect("session");
+    let mut prompt_logits = Vec::new();
+    for part in prompt(PROMPT).chunks(chunk) {
+        prompt_logits.extend(bits(&s.run(part, LogitRows::All, &mut Taps::default()).expect("prefill")));
+    }
+    let prompt_state = s.state.to_bytes(&mut s.ex).expect("state");
+    let mut decode = Vec::new();
+    for &tok in forced {
+        decode.extend(bits(&s.run(&[tok], LogitRows::Last, &mut Taps::default()).expect("decode")));
+    }
+    let end_state = s.state.to_bytes(&mut s.ex).expect("state");
+    (prompt_logits, prompt_state, decode, end_state)
+}
+
+#[test]
+fn gpu_prefill_whole_equals_chunks_of_1_7_13_64_then_decode() {
+    let t = tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let forced: Vec<u32> = prompt(PROMPT + DECODE)[PROMPT..].to_vec();
+    let whole = gpu_trace(&model, PROMPT, &forced);
+    assert!(whole.0.iter().all(|&b| f32::from_bits(b).is_finite()), "non-finite logits");
+    let mut ex = GpuExecutor::new(gpu(), &t.ckpt);
+    let zeros = ex.zeros(2, 3).expect("zeros");
+    assert_eq!(ex.read(&zeros).expect("read"), vec![0.0; 6]);
+    for chunk in [1, 7, 13, 64] {
+        let c = gpu_trace(&model, chunk, &forced);
+        assert!(c.0 == whole.0, "chunk {chunk}: prompt logits differ");
+        assert!(c.1 == whole.1, "chunk {chunk}: state after the prompt differs");
+        assert!(c.2 == whole.2, "chunk {chunk}: decode logits differ");
+        assert!(c.3 == whole.3, "chunk {chunk}: final state differs");
+    }
+}
+
+#[test]
+fn a_gpu_forward_records_few_command_buffers_and_reads_only_expert_ids() {
+    let t = tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
+    s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("warm-up");
+    let before = s.ex.submits();
+    s.run(&prompt(9)[5..], LogitRows::Last, &mut Taps::default()).expect("call");
+    let per_call = s.ex.submits() - before;
+    assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} submits for one forward of {} layers", t.cfg.num_hidden_layers);
+}
