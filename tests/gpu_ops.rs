@@ -77,3 +77,43 @@ fn dense_ops_equal_the_cpu_oracle_bit_for_bit_on_gemv_and_tiled_row_counts() {
     }
     assert_eq!(checked, 3 * (modules.len() * 2 + 7));
 }
+
+#[test]
+fn split_weights_and_tables_give_the_same_bits_as_whole_ones() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut whole = GpuExecutor::new(&gpu, &t.ckpt);
+    let mut split = GpuExecutor::new(&gpu, &t.ckpt).split_at(4096);
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let ids = [0u32, 5, 129_279, 77, 5];
+    let e = c.embed("embed", &ids).expect("cpu embed");
+    for g in [&mut whole, &mut split] {
+        let y = g.embed("embed", &ids).expect("gpu embed");
+        assert!(bits(&g.read(&y).expect("read")) == bits(&e.data), "embed");
+        let x = g.upload(5, e.cols, &e.data).expect("upload");
+        let logits = g.linear(&x, "head", Out::F32).expect("head");
+        let xc = c.upload(5, e.cols, &e.data).expect("upload");
+        assert!(bits(&g.read(&logits).expect("read")) == bits(&c.linear(&xc, "head", Out::F32).expect("cpu head").data), "head in parts");
+    }
+    assert!(g_err(&mut split, &ids).contains("outside"), "an id outside the table is an error");
+}
+
+/// The error text of an embed call.
+fn g_err(g: &mut GpuExecutor, ids: &[u32]) -> String {
+    let mut bad = ids.to_vec();
+    bad.push(1 << 30);
+    g.embed("embed", &bad).err().map(|e| e.to_string()).unwrap_or_default()
+}
+
+#[test]
+fn the_executor_refuses_kernels_outside_its_registry_with_an_error() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    assert!(GpuExecutor::new(&gpu, &t.ckpt).missing_kernels().is_empty(), "every kernel the forward dispatches is registered");
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt).only_kernels(&["act_quant", "gemm_e4m3", "round_bf16"]);
+    assert!(g.missing_kernels().contains(&"rmsnorm"));
+    let x = g.upload(2, t.cfg.hidden_size, &randn(2, t.cfg.hidden_size, 9)).expect("upload");
+    let err = g.rmsnorm(&x, "layers.0.attn_norm", 1e-20, Out::Bf16).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("rmsnorm") && err.contains("not registered"), "{err}");
+    assert!(g.linear(&x, "layers.0.attn.wq_a", Out::Bf16).is_ok(), "registered kernels still run");
+}

@@ -10,7 +10,7 @@ use std::rc::Rc;
 pub const FORWARD_KERNELS: &[&str] = &[
     "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16",
     "embed", "gather_rows", "copy_rows", "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index",
-    "compress_pool", "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
+    "compress_pool", "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route",
 ];
 
 /// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
@@ -37,8 +37,8 @@ pub(crate) enum Weight {
     Values { buf: Buf, len: usize },
     /// GEMM weight `[n, k]` in row parts that each bind below the limit.
     Gemm(go::GemmWeight),
-    /// A BF16 table `[rows, cols]` as stored.
-    Table { buf: Buf, rows: usize, cols: usize },
+    /// A BF16 table as stored.
+    Table { buf: Buf },
 }
 
 /// The GPU executor over one opened device and one checkpoint.
@@ -48,6 +48,7 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) rec: Recorder<'g>,
     registered: HashSet<&'static str>,
     pub(crate) weights: HashMap<String, Rc<Weight>>,
+    pub(crate) limit: u64,
     submits: usize,
 }
 
@@ -61,7 +62,20 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` will run.
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let registered = crate::kernels::registry().iter().map(|k| k.name()).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), submits: 0 }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0 }
+    }
+
+    /// The same executor running only the registered kernels also named in `allowed`.
+    pub fn only_kernels(mut self, allowed: &[&str]) -> Self {
+        self.registered.retain(|k| allowed.contains(k));
+        self
+    }
+
+    /// The same executor splitting weights and tables at `bytes` per binding (below the device's limit), so small models exercise the split paths.
+    pub fn split_at(mut self, bytes: u64) -> Self {
+        self.limit = bytes.clamp(256, self.gpu.max_binding());
+        self.weights.clear();
+        self
     }
 
     /// The device this executor runs on.

@@ -72,7 +72,7 @@ fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> 
     if hi > n_all || lo > hi || w.bytes.len() != n_all * rb || (fmt == WeightFormat::E4m3 && !lo.is_multiple_of(32)) {
         return Err(bad(format!("rows {lo}..{hi} of {n_all} with {} bytes", w.bytes.len())));
     }
-    let per = ((ex.gpu.max_binding() as usize / rb.max(1)) / 32 * 32).max(32);
+    let per = ((ex.limit as usize / rb.max(1)) / 32 * 32).max(32);
     let nb = k / 32;
     let mut parts = Vec::new();
     let mut r0 = lo;

@@ -28,25 +28,30 @@ pub(super) fn hc_repeat(ex: &mut GpuExecutor, x: &GpuTensor, hc: usize) -> Resul
     Ok(y)
 }
 
-/// Rows of the BF16 table `module.weight` for `ids`.
+/// Rows of the BF16 table `module.weight` for `ids`: the table is uploaded once, or, when it exceeds one binding, only the call's rows are (the embed kernel then reads them by 0..m).
 pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
     ex.need("embed", "embed")?;
     let name = format!("{module}.weight");
-    let table = cached(ex, format!("{name}#table"), |ex| {
-        let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
-        let [rows, cols] = *w.shape else { return Err(ExecError::BadWeight { name: name.clone(), problem: "not 2-D".into() }) };
-        if w.dtype != Dtype::BF16 {
-            return Err(ExecError::BadWeight { name: name.clone(), problem: format!("dtype {} is not BF16", w.dtype) });
-        }
-        Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)?, rows, cols })
-    })?;
-    let Weight::Table { buf, rows, cols } = &*table else { return Err(ExecError::BadWeight { name, problem: "cached as another kind".into() }) };
-    if let Some(bad) = ids.iter().find(|&&i| i as usize >= *rows) {
+    let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
+    let [rows, cols] = *w.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
+    if w.dtype != Dtype::BF16 || w.bytes.len() != rows * cols * 2 {
+        return Err(ExecError::BadWeight { name, problem: format!("dtype {} with {} bytes is not a BF16 [{rows}, {cols}] table", w.dtype, w.bytes.len()) });
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= rows) {
         return Err(ExecError::Shape { op: "embed", problem: format!("token id {bad} is outside the {rows}-row table") });
     }
-    let idb = ex.gpu.upload_pod(ids)?;
-    let y = ex.out(ids.len(), *cols)?;
-    moe::record_embed(&mut ex.rec, buf, &idb, &y.buf, ids.len(), *cols, *rows, 0)?;
+    let y = ex.out(ids.len(), cols)?;
+    if w.bytes.len() as u64 <= ex.limit {
+        let table = cached(ex, format!("{name}#table"), |ex| Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)? }))?;
+        let Weight::Table { buf } = &*table else { return Err(ExecError::BadWeight { name, problem: "cached as another kind".into() }) };
+        let idb = ex.gpu.upload_pod(ids)?;
+        moe::record_embed(&mut ex.rec, buf, &idb, &y.buf, ids.len(), cols, rows, 0)?;
+    } else {
+        let part: Vec<u8> = ids.iter().flat_map(|&i| w.bytes[i as usize * cols * 2..(i as usize + 1) * cols * 2].iter().copied()).collect();
+        let (buf, local) = (ex.gpu.upload(&part)?, (0..ids.len() as u32).collect::<Vec<_>>());
+        let idb = ex.gpu.upload_pod(&local)?;
+        moe::record_embed(&mut ex.rec, &buf, &idb, &y.buf, ids.len(), cols, ids.len(), 0)?;
+    }
     Ok(y)
 }
 
