@@ -127,10 +127,15 @@ pub fn read_tap(path: &Path) -> Result<(String, usize, usize, Vec<f32>)> {
 
 /// What `run` and `diff` load: config, checkpoint, tokenizer, the prompt's ids and the engram token map.
 pub(crate) struct Loaded {
+    /// The config.
     pub cfg: Config,
+    /// The mapped checkpoint.
     pub ckpt: Checkpoint,
+    /// The tokenizer.
     pub tok: Tokenizer,
+    /// Prompt token ids.
     pub prompt: Vec<u32>,
+    /// Engram token map.
     pub map: TokenMap,
 }
 

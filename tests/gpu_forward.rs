@@ -120,3 +120,20 @@ fn a_gpu_forward_records_few_command_buffers_and_reads_only_expert_ids() {
     let per_call = s.ex.submits() - before;
     assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} submits for one forward of {} layers", t.cfg.num_hidden_layers);
 }
+
+#[test]
+fn bad_gpu_calls_are_errors_that_leave_the_device_state_untouched() {
+    let t = tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
+    s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("prefill");
+    let before = s.state.to_bytes(&mut s.ex).expect("state");
+    let v = t.cfg.vocab_size as u32;
+    assert!(s.run(&[], LogitRows::Last, &mut Taps::default()).is_err(), "empty call");
+    assert!(s.run(&[3, v], LogitRows::Last, &mut Taps::default()).is_err(), "id outside the vocabulary");
+    assert!(s.state.to_bytes(&mut s.ex).expect("state") == before, "a rejected call changed the state");
+    let bad = s.ex.upload(2, 3, &[0.0; 6]).expect("upload");
+    let other = s.ex.upload(3, 2, &[0.0; 6]).expect("upload");
+    assert!(s.ex.add(&bad, &other, lockstep::exec::Out::F32).is_err(), "mismatched dims");
+    assert!(s.run(&[3], LogitRows::Last, &mut Taps::default()).is_ok(), "the sequence continues");
+}

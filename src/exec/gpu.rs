@@ -1,7 +1,7 @@
 //! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
 use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
 use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
-use crate::gpu::{Buf, Gpu, GpuError, Recorder};
+use crate::gpu::{Buf, Gpu, Recorder};
 use crate::model::Checkpoint;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -50,12 +50,6 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) weights: HashMap<String, Rc<Weight>>,
     pub(crate) limit: u64,
     submits: usize,
-}
-
-impl From<GpuError> for ExecError {
-    fn from(e: GpuError) -> ExecError {
-        ExecError::Unavailable(format!("device: {e}"))
-    }
 }
 
 impl<'g, 'c> GpuExecutor<'g, 'c> {

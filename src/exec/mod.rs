@@ -28,6 +28,9 @@ pub enum ExecError {
     /// The executor is not available.
     #[error("{0}")]
     Unavailable(String),
+    /// The GPU device failed (allocation, pipeline, submission or readback).
+    #[error("device: {0}")]
+    Device(#[from] crate::gpu::GpuError),
 }
 
 /// Rounding of an op's output.
