@@ -8,9 +8,9 @@ use std::rc::Rc;
 
 /// Every kernel the forward dispatches through this executor, by registered name.
 pub const FORWARD_KERNELS: &[&str] = &[
-    "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16",
-    "embed", "gather_rows", "copy_rows", "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index",
-    "compress_pool", "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route",
+    "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16", "embed", "gather_rows", "copy_rows",
+    "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index", "compress_pool",
+    "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route",
 ];
 
 /// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
@@ -53,9 +53,10 @@ pub struct GpuExecutor<'g, 'c> {
 }
 
 impl<'g, 'c> GpuExecutor<'g, 'c> {
-    /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` will run.
+    /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` that have a WGSL source of that name will run.
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
-        let registered = crate::kernels::registry().iter().map(|k| k.name()).collect();
+        let sources: HashSet<&'static str> = crate::kernels::shaders::all().iter().map(|s| s.kernel).collect();
+        let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
         GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0 }
     }
 
