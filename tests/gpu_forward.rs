@@ -115,10 +115,11 @@ fn a_gpu_forward_records_few_command_buffers_and_reads_only_expert_ids() {
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
     s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("warm-up");
-    let before = s.ex.submits();
+    let (before, dispatched) = (s.ex.submits(), s.ex.dispatches());
     s.run(&prompt(9)[5..], LogitRows::Last, &mut Taps::default()).expect("call");
     let per_call = s.ex.submits() - before;
     assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} submits for one forward of {} layers", t.cfg.num_hidden_layers);
+    assert!(s.ex.dispatches() - dispatched > 20 * t.cfg.num_hidden_layers, "every op runs on the device");
 }
 
 #[test]

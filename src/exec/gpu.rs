@@ -4,7 +4,7 @@ use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
 use crate::gpu::{Buf, Gpu, Recorder};
 use crate::model::Checkpoint;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Every kernel the forward dispatches through this executor, by registered name.
 pub const FORWARD_KERNELS: &[&str] = &[
@@ -47,9 +47,10 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) ckpt: &'c Checkpoint,
     pub(crate) rec: Recorder<'g>,
     registered: HashSet<&'static str>,
-    pub(crate) weights: HashMap<String, Rc<Weight>>,
+    pub(crate) weights: HashMap<String, Arc<Weight>>,
     pub(crate) limit: u64,
     submits: usize,
+    dispatches: usize,
 }
 
 impl<'g, 'c> GpuExecutor<'g, 'c> {
@@ -57,7 +58,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let sources: HashSet<&'static str> = crate::kernels::shaders::all().iter().map(|s| s.kernel).collect();
         let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0 }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0 }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -83,6 +84,11 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.submits
     }
 
+    /// Dispatches submitted so far.
+    pub fn dispatches(&self) -> usize {
+        self.dispatches
+    }
+
     /// The forward's kernels that are not registered (the forward cannot run while any is missing).
     pub fn missing_kernels(&self) -> Vec<&'static str> {
         FORWARD_KERNELS.iter().copied().filter(|k| !self.registered.contains(k)).collect()
@@ -103,6 +109,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
             return Ok(());
         }
         let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
+        self.dispatches += rec.len();
         rec.submit()?;
         self.submits += 1;
         Ok(())

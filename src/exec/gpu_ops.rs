@@ -7,7 +7,7 @@ use crate::gpu::Buf;
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat};
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
 use crate::model::Dtype;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// One row range of a GEMM weight: rows `n0..n0 + n` of the output.
 pub(crate) struct GemmPart {
@@ -91,11 +91,11 @@ fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> 
 }
 
 /// The cached weight under `key`, uploaded by `make` on first use.
-pub(crate) fn cached(ex: &mut GpuExecutor, key: String, make: impl FnOnce(&GpuExecutor) -> Result<Weight, ExecError>) -> Result<Rc<Weight>, ExecError> {
+pub(crate) fn cached(ex: &mut GpuExecutor, key: String, make: impl FnOnce(&GpuExecutor) -> Result<Weight, ExecError>) -> Result<Arc<Weight>, ExecError> {
     if let Some(w) = ex.weights.get(&key) {
         return Ok(w.clone());
     }
-    let w = Rc::new(make(ex)?);
+    let w = Arc::new(make(ex)?);
     ex.weights.insert(key, w.clone());
     Ok(w)
 }
@@ -114,7 +114,7 @@ pub(crate) fn values(ex: &mut GpuExecutor, name: &str) -> Result<(Buf, usize), E
 }
 
 /// The GEMM weight of `module` (rows `lo..hi` when given), cached.
-fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Rc<Weight>, ExecError> {
+fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Arc<Weight>, ExecError> {
     let key = match rows {
         None => format!("{module}#gemm"),
         Some((lo, hi)) => format!("{module}#gemm{lo}-{hi}"),
