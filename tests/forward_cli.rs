@@ -55,7 +55,7 @@ fn bad_inputs_give_clear_errors_not_panics() {
     let dir = tmp.0.to_str().expect("utf-8").to_string();
     let cases: [(&[&str], &str); 5] = [
         (&["run", "--model", "/nonexistent/lockstep-model", "--prompt", "hi"], "does not exist"),
-        (&["run", "--model", &dir, "--prompt", "hi", "--device", "vulkan"], "GPU executor not built yet"),
+        (&["run", "--model", &dir, "--prompt", "hi", "--device", "nosuchadapter"], "no adapter matches"),
         (&["run", "--model", &dir, "--prompt", ""], "prompt is empty"),
         (&["run", "--model", &dir, "--prompt", "hi", "--top-p", "1.5"], "top-p"),
         (&["run", "--model", "/", "--prompt", "hi"], "config"),
