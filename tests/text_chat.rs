@@ -1,30 +1,10 @@
 //! Integration tests of V4.1 chat prompts through the real tokenizer: ids equal to Python `tokenizers` on the reference prompt.
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod text_support;
 
 use lockstep::text::{
-    encode_chat, find_tokenizer_json, parse_completion, render_tool_calls, ChatOptions, ContentBlock, Detokenizer,
-    Message, Role, Tokenizer, ToolCall,
+    encode_chat, parse_completion, render_tool_calls, ChatOptions, ContentBlock, Detokenizer, Message, Role, ToolCall,
 };
-
-/// The real tokenizer, fetched with scripts/fetch_tokenizer.sh when neither the env var nor the cache has it.
-fn tokenizer() -> &'static Tokenizer {
-    static TOK: OnceLock<Tokenizer> = OnceLock::new();
-    TOK.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let path = find_tokenizer_json(root).unwrap_or_else(|| fetch(root));
-        Tokenizer::from_file(&path).expect("load tokenizer.json")
-    })
-}
-
-fn fetch(root: &Path) -> PathBuf {
-    let out = std::process::Command::new("bash")
-        .arg(root.join("scripts/fetch_tokenizer.sh"))
-        .output()
-        .expect("run scripts/fetch_tokenizer.sh");
-    assert!(out.status.success(), "fetch_tokenizer.sh failed: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
+use text_support::tokenizer;
 
 fn chat_mode() -> ChatOptions {
     ChatOptions { thinking: false, ..ChatOptions::default() }
