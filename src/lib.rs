@@ -6,6 +6,8 @@ pub mod model;
 pub mod numerics;
 pub mod text;
 pub mod bench;
+pub mod bench_counted;
+pub mod bench_forward;
 pub mod exec;
 pub mod engine;
 pub use model::forward;

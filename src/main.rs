@@ -45,8 +45,14 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Config JSON to use instead of the built-in tiny config.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "preset")]
         config: Option<std::path::PathBuf>,
+        /// Built-in config instead of the tiny one: `flash-scaled` (release layer widths, few layers).
+        #[arg(long)]
+        preset: Option<String>,
+        /// Backbone layers of the preset (default: the preset's own).
+        #[arg(long, requires = "preset")]
+        layers: Option<usize>,
     },
     /// Benchmarks.
     Bench {
@@ -68,6 +74,8 @@ enum BenchWhat {
         #[arg(long)]
         only: Option<String>,
     },
+    /// Prefill and decode tok/s of a checkpoint on the GPU executor, and decode's bandwidth against the stream-read ceiling.
+    Forward(lockstep::bench_forward::ForwardArgs),
 }
 
 fn open_gpu(device: Option<&str>) -> Result<Option<Gpu>> {
@@ -119,12 +127,21 @@ fn main() -> Result<()> {
         Command::Diff(args) => {
             lockstep::cli_diff::run(&args, &mut std::io::stdout())?;
         }
-        Command::MakeTiny { dir, seed, config } => {
+        Command::MakeTiny { dir, seed, config: _, preset: Some(p), layers } => {
+            let json = lockstep::model::preset::preset_config_json(p.parse()?, layers)?;
+            let t0 = std::time::Instant::now();
+            let s = lockstep::model::write_checkpoint(&dir, seed, &json).with_context(|| format!("writing the {p} checkpoint into {}", dir.display()))?;
+            eprintln!("wrote {} tensors ({} bytes) in {} files to {} in {:.1} s", s.tensors, s.bytes, s.files.len(), dir.display(), t0.elapsed().as_secs_f64());
+        }
+        Command::MakeTiny { dir, seed, config, preset: None, .. } => {
             lockstep::cli_run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;
         }
         Command::Bench { what: BenchWhat::Kernels { device, reps, only } } => {
             let gpu = open_gpu(device.as_deref())?.context("bench needs a GPU adapter")?;
             lockstep::bench::kernels(&gpu, reps, only.as_deref())?;
+        }
+        Command::Bench { what: BenchWhat::Forward(args) } => {
+            lockstep::bench_forward::run(&args, &mut std::io::stdout())?;
         }
     }
     Ok(())

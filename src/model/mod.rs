@@ -9,7 +9,9 @@ pub mod quantize;
 pub mod rope;
 pub mod safetensors_header;
 pub mod tensor_table;
+pub mod preset;
 pub mod tiny;
+mod tiny_fill;
 mod validate;
 
 pub use checkpoint::{load, Checkpoint, CheckpointError, LoadMode, TensorView, ValueCheck};

@@ -48,22 +48,34 @@ pub fn quantize_fp8_rows(values: &[f32], rows: usize, width: usize) -> (Vec<u8>,
     quantize_fp8(values, rows, width, 1, BLOCK)
 }
 
+/// e2m1 code of `y`: for |y| <= 6 by comparison with the grid midpoints (ties to the even code), else by the general rounding.
+#[inline]
+fn e2m1_code(y: f32) -> u8 {
+    let a = y.abs();
+    if a.is_nan() || a > E2M1_MAX {
+        return e2m1_from_f32(y);
+    }
+    let c = u8::from(a > 0.25) + u8::from(a >= 0.75) + u8::from(a > 1.25) + u8::from(a >= 1.75) + u8::from(a > 2.5) + u8::from(a >= 3.5) + u8::from(a > 5.0);
+    c | ((y.to_bits() >> 28) & 8) as u8
+}
+
 /// fp4 expert weight `[out, in]`: bytes `[out, in/2]` (low nibble = even column) and e8m0 scales `[out, in/32]`, scale `2^ceil(log2(amax/6))`.
 pub fn quantize_fp4(values: &[f32], out: usize, inp: usize) -> (Vec<u8>, Vec<u8>) {
-    let nb = inp.div_ceil(BLOCK);
-    let mut packed = vec![0u8; out * inp.div_ceil(2)];
+    let (nb, half) = (inp.div_ceil(BLOCK), inp.div_ceil(2));
+    let mut packed = vec![0u8; out * half];
     let mut scales = vec![0u8; out * nb];
     for r in 0..out {
         let row = &values[r * inp..(r + 1) * inp];
+        let prow = &mut packed[r * half..(r + 1) * half];
         for b in 0..nb {
             let blk = &row[b * BLOCK..((b + 1) * BLOCK).min(inp)];
             let e = block_exp(blk.iter().fold(0.0f32, |a, &x| a.max(x.abs())), E2M1_MAX);
             scales[r * nb + b] = e8m0_from_exp(e);
             let inv = pow2(-e);
-            for (i, &x) in blk.iter().enumerate() {
-                let c = b * BLOCK + i;
-                let nib = e2m1_from_f32(x * inv);
-                packed[r * inp.div_ceil(2) + c / 2] |= if c.is_multiple_of(2) { nib } else { nib << 4 };
+            let bytes = &mut prow[b * BLOCK / 2..];
+            for (byte, pair) in bytes.iter_mut().zip(blk.chunks(2)) {
+                let hi = pair.get(1).map_or(0, |&x| e2m1_code(x * inv) << 4);
+                *byte = e2m1_code(pair[0] * inv) | hi;
             }
         }
     }
@@ -139,6 +151,18 @@ mod tests {
         assert_eq!(packed[1] & 15, e2m1_from_f32(-1.0));
         assert_eq!(packed[1] >> 4, e2m1_from_f32(1.5));
         assert_eq!(dequantize_fp4(&packed, &scales, 1, inp), v);
+    }
+
+    #[test]
+    fn fast_e2m1_code_equals_the_general_rounding_on_ties_specials_and_random_values() {
+        let mut v = vec![0.0f32, -0.0, 6.0, -6.0, 6.5, -7.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40];
+        for t in [0.25f32, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0] {
+            v.extend([t, -t, t.next_up(), t.next_down(), -t.next_up(), -t.next_down()]);
+        }
+        v.extend(sample(100_000).iter().map(|x| x * 0.05));
+        for x in v {
+            assert_eq!(e2m1_code(x), e2m1_from_f32(x), "x {x:e}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::config::{Config, ConfigError, TINY_CONFIG_JSON};
 use super::quantize::{quantize_fp4, quantize_fp8_blocks, quantize_fp8_rows};
 use super::safetensors_header::{header_bytes, Dtype};
 use super::tensor_table::{expected_tensors, scale_name_of, Quant, TensorSpec};
+use super::tiny_fill;
 use crate::numerics::bf16_from_f32;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -95,12 +96,31 @@ fn shard_of(name: &str) -> usize {
     }
 }
 
-/// Streams one shard: header, then each tensor in name order; returns the payload bytes.
+/// Streams one shard: header, then each tensor in name order, written by a second thread while the next tensor is generated; returns the payload bytes.
 fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64) -> std::io::Result<u64> {
     let list: Vec<(&str, Dtype, &[usize])> = tensors.values().map(|s| (s.name.as_str(), s.dtype, s.shape.as_slice())).collect();
     let (header, _) = header_bytes(&list);
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    w.write_all(&header)?;
+    let file = std::fs::File::create(path)?;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    std::thread::scope(|sc| {
+        let writer = sc.spawn(move || -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(file);
+            w.write_all(&header)?;
+            for bytes in rx {
+                w.write_all(&bytes)?;
+            }
+            w.flush()
+        });
+        let generated = generate_shard(tensors, seed, &tx);
+        drop(tx);
+        let written = writer.join().map_err(|_| std::io::Error::other("the shard writer thread panicked"))?;
+        written?;
+        generated
+    })
+}
+
+/// Generates each tensor of a shard in name order and sends its bytes to the writer; returns the payload bytes.
+fn generate_shard(tensors: &BTreeMap<String, &TensorSpec>, seed: u64, tx: &std::sync::mpsc::SyncSender<Vec<u8>>) -> std::io::Result<u64> {
     let mut pending: HashMap<String, Vec<u8>> = HashMap::new();
     let mut total = 0u64;
     for (name, spec) in tensors {
@@ -122,10 +142,11 @@ fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64) 
         if bytes.len() as u64 != spec.byte_len() {
             return Err(std::io::Error::other(format!("generated {} bytes for `{name}`, expected {}", bytes.len(), spec.byte_len())));
         }
-        w.write_all(&bytes)?;
         total += bytes.len() as u64;
+        if tx.send(bytes).is_err() {
+            break;
+        }
     }
-    w.flush()?;
     Ok(total)
 }
 
@@ -134,6 +155,11 @@ fn generate(spec: &TensorSpec, seed: u64) -> (Vec<u8>, Option<Vec<u8>>) {
     let shape = spec.logical_shape();
     let n: usize = shape.iter().product();
     let (mean, std) = init_of(&spec.name);
+    if let [rows, cols] = shape[..] {
+        if n >= tiny_fill::CHUNKED_MIN {
+            return tiny_fill::generate_chunked(spec, rows, cols, seed, (mean, std));
+        }
+    }
     let mut rng = Rng::new(seed ^ fnv1a(&spec.name));
     let values: Vec<f32> = (0..n).map(|_| (mean + std * rng.normal()) as f32).collect();
     let (rows, cols) = (shape[0], shape.get(1).copied().unwrap_or(1));
@@ -175,23 +201,23 @@ fn init_of(name: &str) -> (f64, f64) {
 }
 
 /// 64-bit FNV-1a of a name, so each tensor's stream depends only on the seed and its name.
-fn fnv1a(s: &str) -> u64 {
+pub(super) fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// splitmix64 generator.
-struct Rng(u64);
+pub(super) struct Rng(u64);
 
 impl Rng {
     /// A generator whose state is first mixed once.
-    fn new(seed: u64) -> Rng {
+    pub(super) fn new(seed: u64) -> Rng {
         let mut r = Rng(seed);
         r.next_u64();
         r
     }
 
     /// Next 64 random bits.
-    fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

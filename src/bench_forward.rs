@@ -1,0 +1,254 @@
+//! `lockstep bench forward`: prefill and decode throughput of a checkpoint on the GPU executor, and decode's achieved bandwidth against the device's stream-read ceiling.
+use crate::bench::ceilings;
+use crate::bench_counted::{Counted, StepBytes};
+use crate::engine::{SeqState, Session};
+use crate::exec::{Executor, GpuExecutor, Out};
+use crate::forward::{LogitRows, Model};
+use crate::gpu::{DeviceChoice, Gpu};
+use crate::model::taps::Taps;
+use crate::model::{load, Config, LoadMode, ValueCheck};
+use crate::text::{TokenMap, Tokenizer};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Options of `lockstep bench forward`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ForwardArgs {
+    /// Model directory (config.json and safetensors).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// GPU adapter: index, name substring or backend name (default: LOCKSTEP_DEVICE, else the first GPU).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Timed repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Prefill lengths, each one sequence in one chunk.
+    #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+    pub prefill: Vec<usize>,
+    /// Tokens prefilled into each sequence before the decode measurements.
+    #[arg(long, default_value_t = 512)]
+    pub context: usize,
+    /// Sequences of the multi-row decode measurement.
+    #[arg(long, default_value_t = 4)]
+    pub rows: usize,
+}
+
+/// One session over the GPU executor, wrapped to count bytes.
+type Bench<'m, 'c, 'g> = Session<'m, 'c, Counted<'c, GpuExecutor<'g, 'c>>>;
+
+/// Median of samples (the upper one of an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `n` deterministic token ids below `vocab`, different per `seq`.
+fn tokens(n: usize, vocab: usize, seq: u64) -> Vec<u32> {
+    let mut s = 0x2545_f491_4f6c_dd1d_u64 ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 33) % vocab.max(1) as u64) as u32
+        })
+        .collect()
+}
+
+/// Index of the largest logit (the first on ties).
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in logits.iter().enumerate() {
+        if v.total_cmp(&logits[best]).is_gt() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The engram token map without a tokenizer where the config allows one (no engram, or the synthetic map of 64 classes).
+fn bench_token_map(cfg: &Config, dir: &Path) -> Result<TokenMap> {
+    if cfg.engram_layer_ids.is_empty() {
+        return Ok(TokenMap::synthetic(cfg.vocab_size, 1));
+    }
+    if cfg.engram_compressed_vocab_size == 64 {
+        return Ok(TokenMap::synthetic(cfg.vocab_size, 64));
+    }
+    let path = crate::cli_run::tokenizer_path(dir).context("the config's engram map needs tokenizer.json in the model directory (or LOCKSTEP_TOKENIZER)")?;
+    let tok = Tokenizer::from_file(&path).with_context(|| format!("loading {}", path.display()))?;
+    crate::cli_run::token_map(cfg, &tok)
+}
+
+/// Seconds of one forward call of `ids` through the logits readback, and the logits.
+fn timed_call(s: &mut Bench, ids: &[u32]) -> Result<(f64, Vec<f32>)> {
+    let t0 = Instant::now();
+    let logits = s.run(ids, LogitRows::Last, &mut Taps::default())?;
+    Ok((t0.elapsed().as_secs_f64(), logits))
+}
+
+/// Replaces the session's sequence with a fresh one.
+fn fresh(s: &mut Bench, model: &Model) -> Result<()> {
+    s.state = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
+    Ok(())
+}
+
+/// Uploads every routed expert by one 1-row GEMM each, so no timed call pays for a first upload; returns the experts touched.
+fn preload_experts(s: &mut Bench, model: &Model) -> Result<usize> {
+    let cfg = &model.cfg;
+    let xd = s.ex.inner.zeros(1, cfg.hidden_size)?;
+    let xi = s.ex.inner.zeros(1, cfg.moe_intermediate_size)?;
+    let mut n = 0;
+    for plan in model.plan.iter().take(cfg.num_hidden_layers) {
+        let mut last = None;
+        for e in 0..plan.n_routed_experts {
+            let m = format!("{}.ffn.experts.{e}", plan.prefix());
+            s.ex.inner.linear(&xd, &format!("{m}.w1"), Out::F32)?;
+            s.ex.inner.linear(&xd, &format!("{m}.w3"), Out::F32)?;
+            last = Some(s.ex.inner.linear(&xi, &format!("{m}.w2"), Out::F32)?);
+            n += 1;
+        }
+        if let Some(t) = last {
+            s.ex.inner.read(&t)?;
+        }
+    }
+    Ok(n)
+}
+
+/// Runs `lockstep bench forward`, one line per measurement on `out`.
+pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
+    let reps = args.reps.max(1);
+    let gpu = match DeviceChoice::from_flag_or_env(args.device.as_deref()) {
+        DeviceChoice::Cpu => bail!("bench forward needs a GPU adapter, not the CPU oracle"),
+        choice => Gpu::open(&choice).context("opening the device")?,
+    };
+    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::Off).with_context(|| format!("loading {}", args.model.display()))?;
+    let map = bench_token_map(&cfg, &args.model)?;
+    let need = args.prefill.iter().copied().max().unwrap_or(0).max(args.context + 2 * reps + 8);
+    if need > cfg.max_position_embeddings {
+        bail!("the benchmark needs {need} positions, the model takes {}", cfg.max_position_embeddings);
+    }
+    if args.prefill.contains(&0) {
+        bail!("--prefill lengths must be > 0");
+    }
+    let model = Model::new(cfg.clone(), &ckpt, map)?;
+    let label = args.device.clone().unwrap_or_else(|| "default".into());
+    let ex = Counted::new(crate::cli_run::gpu_executor(&gpu, &ckpt, &label)?, &ckpt);
+    let mut s = Session::new(ex, &model)?;
+    let gb = |b: u64| b as f64 / 1e9;
+    writeln!(
+        out,
+        "bench forward model={} {} layers={} hidden={} heads={}x{} experts={}x{} top-k={} vocab={} checkpoint={:.2} GB reps={reps} timing=host wall time per forward call through its logits readback",
+        args.model.display(),
+        gpu.describe(),
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.num_attention_heads,
+        cfg.head_dim,
+        cfg.n_routed_experts,
+        cfg.moe_intermediate_size,
+        cfg.num_experts_per_tok,
+        cfg.vocab_size,
+        gb(ckpt.names().filter_map(|n| ckpt.get(n)).map(|t| t.bytes.len() as u64).sum()),
+    )?;
+    let (read, _, _) = ceilings(&gpu, reps.max(3))?;
+    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s")?;
+    let t0 = Instant::now();
+    let experts = preload_experts(&mut s, &model)?;
+    fresh(&mut s, &model)?;
+    timed_call(&mut s, &tokens(1, cfg.vocab_size, 99))?;
+    writeln!(out, "load experts={experts} plus every other weight by one 1-token forward: {:.2} s", t0.elapsed().as_secs_f64())?;
+    for &p in &args.prefill {
+        let ids = tokens(p, cfg.vocab_size, p as u64);
+        let mut times = Vec::new();
+        for i in 0..=reps {
+            fresh(&mut s, &model)?;
+            let (t, _) = timed_call(&mut s, &ids)?;
+            if i > 0 {
+                times.push(t);
+            }
+        }
+        let t = median(times);
+        writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: median {:.2} ms, {:.1} tok/s", t * 1e3, p as f64 / t)?;
+    }
+    let (t1, bytes) = decode_one(&mut s, &model, args.context, reps)?;
+    writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: median {:.3} ms/step, {:.2} tok/s", args.context, t1 * 1e3, 1.0 / t1)?;
+    let rows = args.rows.max(1);
+    let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
+    writeln!(
+        out,
+        "decode rows={rows} context={} seqs={rows} reps={reps}: median {:.3} ms/round, {:.2} tok/s ({rows} sequences decoded back to back, one forward each: the engine has no multi-sequence batching)",
+        args.context,
+        tr * 1e3,
+        rows as f64 / tr
+    )?;
+    let achieved = bytes.total() as f64 / t1 / 1e9;
+    writeln!(
+        out,
+        "decode bandwidth rows=1 context={}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB) in {:.3} ms = {achieved:.2} GB/s, {:.1}% of the stream-read ceiling {read:.1} GB/s",
+        args.context,
+        bytes.total() as f64 / 1e6,
+        bytes.weights as f64 / 1e6,
+        bytes.experts as f64 / 1e6,
+        bytes.expert_picks,
+        bytes.kv as f64 / 1e6,
+        t1 * 1e3,
+        100.0 * achieved / read
+    )?;
+    Ok(())
+}
+
+/// Prefills `context` tokens into a fresh sequence of seed `seq`; returns the greedy next token.
+fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Result<u32> {
+    fresh(s, model)?;
+    let mut last = Vec::new();
+    for part in tokens(context.max(1), model.cfg.vocab_size, seq).chunks(2048) {
+        last = timed_call(s, part)?.1;
+    }
+    Ok(argmax(&last))
+}
+
+/// Median seconds of one decode step of one sequence after `context` tokens, and the bytes one more (counted) step read.
+fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(f64, StepBytes)> {
+    let mut tok = prefill_context(s, model, context, 1)?;
+    let mut times = Vec::new();
+    for i in 0..reps + 2 {
+        let (t, logits) = timed_call(s, &[tok])?;
+        tok = argmax(&logits);
+        if i >= 2 {
+            times.push(t);
+        }
+    }
+    s.ex.counting = true;
+    s.ex.bytes = StepBytes::default();
+    let counted = timed_call(s, &[tok]);
+    s.ex.counting = false;
+    counted?;
+    Ok((median(times), s.ex.bytes))
+}
+
+/// Median seconds of one round that steps each of `rows` sequences once, back to back.
+fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<f64> {
+    let mut seqs = Vec::new();
+    for r in 0..rows {
+        let tok = prefill_context(s, model, context, 10 + r as u64)?;
+        let st = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
+        seqs.push((std::mem::replace(&mut s.state, st), tok));
+    }
+    let mut times = Vec::new();
+    for i in 0..reps + 1 {
+        let t0 = Instant::now();
+        let mut logits = Vec::with_capacity(rows);
+        for (st, tok) in seqs.iter_mut() {
+            std::mem::swap(&mut s.state, st);
+            let l = s.run(&[*tok], LogitRows::Last, &mut Taps::default());
+            std::mem::swap(&mut s.state, st);
+            logits.push(l?);
+        }
+        if i >= 1 {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+        seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| *tok = argmax(l));
+    }
+    Ok(median(times))
+}
