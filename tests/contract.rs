@@ -26,7 +26,7 @@ fn every_kernel_passes_all_gates_with_every_control_red_and_hashes_like_the_cpu_
     println!("{device}");
     assert!(device.ok(), "{device}");
     for l in &device.lines {
-        assert!(l.controls_red + l.controls_na >= 3, "{} {} has fewer than 3 controls", l.kernel, l.variant);
+        assert!(l.controls_red >= 3, "{} {} has fewer than 3 controls caught on this device", l.kernel, l.variant);
     }
     let cpu = run_contract(None, &kernels, &opts).expect("contract runs on the CPU oracle");
     assert!(cpu.ok(), "{cpu}");
