@@ -1,30 +1,14 @@
 //! `lockstep make-tiny` and `lockstep run` end to end: reproducible greedy and seeded sampling hashes, clear errors on bad input.
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn lockstep(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockstep")).args(args).env("RUST_BACKTRACE", "0").output().expect("run lockstep")
-}
+use cli_support::{lockstep, tiny_model, TempDir};
+use std::path::Path;
 
 /// A tiny model written by `lockstep make-tiny` into a fresh temp dir, removed when dropped.
 fn model_dir(tag: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("lockstep-forward-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let out = lockstep(&["make-tiny", dir.to_str().expect("utf-8 temp dir"), "--seed", "5"]);
-    assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
-    TempDir(dir)
+    tiny_model("forward-cli", tag, "5")
 }
 
-/// `lockstep run` on the tiny model in `dir`; returns the token_sha256 value.
 fn run_hash(dir: &Path, extra: &[&str]) -> String {
     let has_tokenizer = dir.join("tokenizer.json").is_file() || std::env::var_os("LOCKSTEP_TOKENIZER").is_some();
     assert!(has_tokenizer, "make-tiny found no tokenizer to copy; run scripts/fetch_tokenizer.sh");

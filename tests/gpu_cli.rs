@@ -1,32 +1,17 @@
 //! `lockstep run --device` and `lockstep diff` on the tiny model: the same token hashes and tap files on the CPU oracle and the default GPU adapter, and a planted one-ulp difference named by its stage.
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_support;
 
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn lockstep(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockstep")).args(args).env("RUST_BACKTRACE", "0").output().expect("run lockstep")
-}
+use cli_support::{lockstep, tiny_model, TempDir};
+use std::path::Path;
 
 /// A fresh temp dir path for `tag`, removed when dropped.
 fn temp(tag: &str) -> TempDir {
-    let dir = std::env::temp_dir().join(format!("lockstep-gpu-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    TempDir(dir)
+    cli_support::temp("gpu-cli", tag)
 }
 
 /// A tiny model written by `lockstep make-tiny`.
 fn model_dir(tag: &str) -> TempDir {
-    let dir = temp(tag);
-    let out = lockstep(&["make-tiny", dir.0.to_str().expect("utf-8 temp dir"), "--seed", "7"]);
-    assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
+    let dir = tiny_model("gpu-cli", tag, "7");
     let has_tokenizer = dir.0.join("tokenizer.json").is_file() || std::env::var_os("LOCKSTEP_TOKENIZER").is_some();
     assert!(has_tokenizer, "make-tiny found no tokenizer to copy; run scripts/fetch_tokenizer.sh");
     dir
