@@ -1,9 +1,9 @@
 //! Contract registration of the engram gate (`case.n` = d, `case.k` = hc); inputs h, kv, q_weight, k_weight, live.
 use super::super::engram_op::{self, EngramGate};
-use super::super::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
+use super::super::util::{canonical_depth, f64s, gamma, run_uploaded, words, U};
 use super::stream_contract::{stream_rows, BF16_HALF};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::gpu::{Gpu, GpuError};
 use crate::numerics::round_bf16;
 
 /// Engram gate registration.
@@ -124,12 +124,7 @@ impl Kernel for EngramKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = params(case);
         let n = case.rows * p.hc * p.d;
-        let b = inputs.data.iter().map(|x| gpu.upload(&x.bytes)).collect::<Result<Vec<_>, _>>()?;
-        let y = poisoned(gpu, n)?;
-        let mut rec = Recorder::new(gpu);
-        engram_op::record_engram_gate(&mut rec, &b[0], &b[1], &b[2], &b[3], &b[4], &y, case.rows, &p, control)?;
-        rec.submit()?;
-        read_outputs(gpu, &[(&y, n)])
+        run_uploaded(gpu, inputs, &[n], |rec, b, y| engram_op::record_engram_gate(rec, &b[0], &b[1], &b[2], &b[3], &b[4], &y[0], case.rows, &p, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[

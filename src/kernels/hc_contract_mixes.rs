@@ -1,9 +1,9 @@
 //! Contract registration of the mHC mixes (`case.n` = d, `case.k` = hc | Sinkhorn iterations << 8); inputs h, hc_fn, scale, base.
 use super::super::hc::{self, HcParams};
-use super::super::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
+use super::super::util::{canonical_depth, f64s, gamma, run_uploaded, words, U};
 use super::stream_contract::stream_rows;
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::gpu::{Gpu, GpuError};
 use crate::numerics::pow2;
 
 /// mHC mixes registration.
@@ -141,12 +141,7 @@ impl Kernel for MixesKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = params(case);
         let words = case.rows * p.mix_dim();
-        let b = inputs.data.iter().map(|x| gpu.upload(&x.bytes)).collect::<Result<Vec<_>, _>>()?;
-        let y = poisoned(gpu, words)?;
-        let mut rec = Recorder::new(gpu);
-        hc::record_hc_mixes(&mut rec, &b[0], &b[1], &b[2], &b[3], &y, case.rows, case.n, &p, control)?;
-        rec.submit()?;
-        read_outputs(gpu, &[(&y, words)])
+        run_uploaded(gpu, inputs, &[words], |rec, b, y| hc::record_hc_mixes(rec, &b[0], &b[1], &b[2], &b[3], &y[0], case.rows, case.n, &p, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[

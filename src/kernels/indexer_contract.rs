@@ -3,7 +3,7 @@
 mod select;
 
 use super::indexer;
-use super::util::{bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, words};
+use super::util::{bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, run_uploaded, words};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
 use crate::gpu::{Gpu, GpuError, Recorder, Shader};
 use crate::numerics::{e2m1_to_f32, pow2};
@@ -182,12 +182,7 @@ impl Kernel for IndexScoresKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (heads, dim) = heads_dim(case);
         let (s, t) = (case.rows, case.n);
-        let b: Vec<_> = inputs.data.iter().map(|d| gpu.upload(&d.bytes)).collect::<Result<_, _>>()?;
-        let y = poisoned(gpu, s * t)?;
-        let mut rec = Recorder::new(gpu);
-        indexer::record_index_scores(&mut rec, &b[0], &b[1], &b[2], &b[3], &y, s, t, heads, dim, control)?;
-        rec.submit()?;
-        read_outputs(gpu, &[(&y, s * t)])
+        run_uploaded(gpu, inputs, &[s * t], |rec, b, y| indexer::record_index_scores(rec, &b[0], &b[1], &b[2], &b[3], &y[0], s, t, heads, dim, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[

@@ -3,9 +3,9 @@
 mod rows;
 
 use super::moe::{self, RouteParams, ScoreFunc};
-use super::util::{bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
+use super::util::{bf16_normal, canonical_depth, f64s, gamma, run_uploaded, words, U};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder, Shader};
+use crate::gpu::{Gpu, GpuError, Shader};
 use crate::numerics::round_bf16;
 
 static MOE_ROUTE: MoeRouteKernel = MoeRouteKernel;
@@ -190,12 +190,7 @@ impl Kernel for MoeRouteKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = route_params(case);
         let (m, e) = (case.rows, case.n);
-        let b: Vec<_> = inputs.data.iter().map(|d| gpu.upload(&d.bytes)).collect::<Result<_, _>>()?;
-        let (ids, w) = (poisoned(gpu, m * p.k)?, poisoned(gpu, m * p.k)?);
-        let mut rec = Recorder::new(gpu);
-        moe::record_moe_route(&mut rec, &b[0], &b[1], &b[2], &b[3], &ids, &w, m, e, &p, control)?;
-        rec.submit()?;
-        read_outputs(gpu, &[(&ids, m * p.k), (&w, m * p.k)])
+        run_uploaded(gpu, inputs, &[m * p.k, m * p.k], |rec, b, o| moe::record_moe_route(rec, &b[0], &b[1], &b[2], &b[3], &o[0], &o[1], m, e, &p, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[
@@ -288,12 +283,7 @@ impl Kernel for MoeJoinKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (k, _) = join_dims(case);
         let (m, d) = (case.rows, case.n);
-        let b: Vec<_> = inputs.data.iter().map(|x| gpu.upload(&x.bytes)).collect::<Result<_, _>>()?;
-        let y = poisoned(gpu, m * d)?;
-        let mut rec = Recorder::new(gpu);
-        moe::record_moe_join(&mut rec, &b[0], &b[1], &b[2], &b[3], &y, m, d, k, control)?;
-        rec.submit()?;
-        read_outputs(gpu, &[(&y, m * d)])
+        run_uploaded(gpu, inputs, &[m * d], |rec, b, y| moe::record_moe_join(rec, &b[0], &b[1], &b[2], &b[3], &y[0], m, d, k, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[

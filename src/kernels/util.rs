@@ -53,3 +53,19 @@ pub fn e4m3_code(rng: &mut Rng) -> u8 {
 pub fn bf16_normal(rng: &mut Rng, scale: f32) -> f32 {
     crate::numerics::round_bf16(rng.normal() * scale)
 }
+
+/// Uploads every input, allocates poisoned outputs of `out_words` words each, records one call, submits and reads the outputs back.
+pub fn run_uploaded(
+    gpu: &Gpu,
+    inputs: &crate::contract::Inputs,
+    out_words: &[usize],
+    record: impl FnOnce(&mut crate::gpu::Recorder, &[Buf], &[Buf]) -> Result<(), GpuError>,
+) -> Result<Outputs, GpuError> {
+    let ins = inputs.data.iter().map(|d| gpu.upload(&d.bytes)).collect::<Result<Vec<_>, _>>()?;
+    let outs = out_words.iter().map(|&w| poisoned(gpu, w)).collect::<Result<Vec<_>, _>>()?;
+    let mut rec = crate::gpu::Recorder::new(gpu);
+    record(&mut rec, &ins, &outs)?;
+    rec.submit()?;
+    let pairs: Vec<(&Buf, usize)> = outs.iter().zip(out_words).map(|(b, &w)| (b, w)).collect();
+    read_outputs(gpu, &pairs)
+}
