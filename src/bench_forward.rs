@@ -3,7 +3,7 @@ use crate::bench::ceilings;
 use crate::bench_counted::{Counted, StepBytes};
 use crate::engine::{SeqState, Session};
 use crate::exec::{Executor, GpuExecutor, Out};
-use crate::forward::{LogitRows, Model};
+use crate::forward::{forward_batch, LogitRows, Model, SeqInput};
 use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
 use crate::model::{load, Config, LoadMode, ValueCheck};
@@ -31,9 +31,24 @@ pub struct ForwardArgs {
     /// Tokens prefilled into each sequence before the decode measurements.
     #[arg(long, default_value_t = 512)]
     pub context: usize,
-    /// Sequences of the multi-row decode measurement.
+    /// Sequences of the multi-row decode measurement (one decode row each, all in one forward).
     #[arg(long, default_value_t = 4)]
     pub rows: usize,
+    /// Also time every dispatch of one prefill and one decode step and print each kernel's share.
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Host wall seconds and device seconds of one measured call.
+#[derive(Clone, Copy, Debug, Default)]
+struct Timing {
+    wall: f64,
+    device: f64,
+}
+
+/// Medians of wall and device seconds, each over its own samples.
+fn medians(ts: &[Timing]) -> Timing {
+    Timing { wall: median(ts.iter().map(|t| t.wall).collect()), device: median(ts.iter().map(|t| t.device).collect()) }
 }
 
 /// One session over the GPU executor, wrapped to count bytes.
@@ -80,11 +95,21 @@ fn bench_token_map(cfg: &Config, dir: &Path) -> Result<TokenMap> {
     crate::cli_run::token_map(cfg, &tok)
 }
 
-/// Seconds of one forward call of `ids` through the logits readback, and the logits.
-fn timed_call(s: &mut Bench, ids: &[u32]) -> Result<(f64, Vec<f32>)> {
-    let t0 = Instant::now();
-    let logits = s.run(ids, LogitRows::Last, &mut Taps::default())?;
-    Ok((t0.elapsed().as_secs_f64(), logits))
+/// Times `f`: host wall seconds, and the device seconds of the command buffers it submitted.
+fn timed<T>(s: &mut Bench, f: impl FnOnce(&mut Bench) -> Result<T>) -> Result<(Timing, T)> {
+    let (t0, d0) = (Instant::now(), s.ex.inner.device_seconds());
+    let v = f(s)?;
+    Ok((Timing { wall: t0.elapsed().as_secs_f64(), device: s.ex.inner.device_seconds() - d0 }, v))
+}
+
+/// Timing of one forward call of `ids` through the logits readback, and the logits.
+fn timed_call(s: &mut Bench, ids: &[u32]) -> Result<(Timing, Vec<f32>)> {
+    timed(s, |s| Ok(s.run(ids, LogitRows::Last, &mut Taps::default())?))
+}
+
+/// "median W ms wall, D ms device" for a timing.
+fn ms(t: Timing) -> String {
+    format!("median {:.3} ms wall, {:.3} ms device", t.wall * 1e3, t.device * 1e3)
 }
 
 /// Replaces the session's sequence with a fresh one.
@@ -168,20 +193,15 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
                 times.push(t);
             }
         }
-        let t = median(times);
-        writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: median {:.2} ms, {:.1} tok/s", t * 1e3, p as f64 / t)?;
+        let t = medians(&times);
+        writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: {}, {:.1} tok/s", ms(t), p as f64 / t.wall)?;
     }
     let (t1, bytes) = decode_one(&mut s, &model, args.context, reps)?;
-    writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: median {:.3} ms/step, {:.2} tok/s", args.context, t1 * 1e3, 1.0 / t1)?;
+    writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: {}, {:.2} tok/s", args.context, ms(t1), 1.0 / t1.wall)?;
     let rows = args.rows.max(1);
     let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
-    writeln!(
-        out,
-        "decode rows={rows} context={} seqs={rows} reps={reps}: median {:.3} ms/round, {:.2} tok/s ({rows} sequences decoded back to back, one forward each: the engine has no multi-sequence batching)",
-        args.context,
-        tr * 1e3,
-        rows as f64 / tr
-    )?;
+    writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
+    let t1 = t1.wall;
     let achieved = bytes.total() as f64 / t1 / 1e9;
     writeln!(
         out,
@@ -195,6 +215,32 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         t1 * 1e3,
         100.0 * achieved / read
     )?;
+    if args.profile {
+        profile(&mut s, &model, args, out)?;
+    }
+    Ok(())
+}
+
+/// Prints each kernel's dispatches and device time for one prefill of the first length and one decode step after the context.
+fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
+    let p = args.prefill.first().copied().unwrap_or(512);
+    let ids = tokens(p, model.cfg.vocab_size, p as u64);
+    let tok = prefill_context(s, model, args.context, 1)?;
+    for (what, ids) in [(format!("decode rows=1 context={}", args.context), vec![tok]), (format!("prefill tokens={p}"), ids)] {
+        if ids.len() > 1 {
+            fresh(s, model)?;
+        }
+        s.ex.inner.start_profile();
+        let (t, _) = timed_call(s, &ids)?;
+        let prof = s.ex.inner.take_profile()?;
+        let total: f64 = prof.values().map(|k| k.seconds).sum();
+        let mut rows: Vec<_> = prof.into_iter().collect();
+        rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        writeln!(out, "profile {what}: {:.3} ms device in {} dispatches, each in its own timed pass ({:.3} ms wall)", total * 1e3, rows.iter().map(|r| r.1.dispatches).sum::<usize>(), t.wall * 1e3)?;
+        for (k, v) in rows {
+            writeln!(out, "  {k:<18} {:>5} dispatches {:>9.3} ms {:>5.1}%", v.dispatches, v.seconds * 1e3, 100.0 * v.seconds / total.max(1e-12))?;
+        }
+    }
     Ok(())
 }
 
@@ -208,8 +254,8 @@ fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Re
     Ok(argmax(&last))
 }
 
-/// Median seconds of one decode step of one sequence after `context` tokens, and the bytes one more (counted) step read.
-fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(f64, StepBytes)> {
+/// Median timing of one decode step of one sequence after `context` tokens, and the bytes one more (counted) step read.
+fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(Timing, StepBytes)> {
     let mut tok = prefill_context(s, model, context, 1)?;
     let mut times = Vec::new();
     for i in 0..reps + 2 {
@@ -224,31 +270,28 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
     let counted = timed_call(s, &[tok]);
     s.ex.counting = false;
     counted?;
-    Ok((median(times), s.ex.bytes))
+    Ok((medians(&times), s.ex.bytes))
 }
 
-/// Median seconds of one round that steps each of `rows` sequences once, back to back.
-fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<f64> {
+/// Median timing of one forward that decodes one row of each of `rows` sequences.
+fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<Timing> {
     let mut seqs = Vec::new();
     for r in 0..rows {
         let tok = prefill_context(s, model, context, 10 + r as u64)?;
         let st = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
-        seqs.push((std::mem::replace(&mut s.state, st), tok));
+        seqs.push((std::mem::replace(&mut s.state, st), [tok]));
     }
     let mut times = Vec::new();
     for i in 0..reps + 1 {
-        let t0 = Instant::now();
-        let mut logits = Vec::with_capacity(rows);
-        for (st, tok) in seqs.iter_mut() {
-            std::mem::swap(&mut s.state, st);
-            let l = s.run(&[*tok], LogitRows::Last, &mut Taps::default());
-            std::mem::swap(&mut s.state, st);
-            logits.push(l?);
-        }
+        let (t, logits) = timed(s, |s| {
+            let mut inputs: Vec<SeqInput<'_, _>> = seqs.iter_mut().map(|(state, tok)| SeqInput { state, tokens: &tok[..], rows: LogitRows::Last }).collect();
+            let logits = forward_batch(&mut s.ex, model, &mut inputs, &mut Taps::default())?;
+            logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
+        })?;
         if i >= 1 {
-            times.push(t0.elapsed().as_secs_f64());
+            times.push(t);
         }
-        seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| *tok = argmax(l));
+        seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
     }
-    Ok(median(times))
+    Ok(medians(&times))
 }

@@ -3,7 +3,7 @@ use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, 
 use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
 use crate::gpu::{Buf, Gpu, Recorder};
 use crate::model::Checkpoint;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Every kernel the forward dispatches through this executor, by registered name.
@@ -51,6 +51,17 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) limit: u64,
     submits: usize,
     dispatches: usize,
+    device_seconds: f64,
+    profile: Option<BTreeMap<&'static str, KernelTime>>,
+}
+
+/// Device time of one kernel over the dispatches a profile saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KernelTime {
+    /// Dispatches of the kernel.
+    pub dispatches: usize,
+    /// Their summed device seconds.
+    pub seconds: f64,
 }
 
 impl<'g, 'c> GpuExecutor<'g, 'c> {
@@ -58,7 +69,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let sources: HashSet<&'static str> = crate::kernels::shaders::all().iter().map(|s| s.kernel).collect();
         let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0 }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0, device_seconds: 0.0, profile: None }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -89,6 +100,22 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.dispatches
     }
 
+    /// Device seconds of the submitted command buffers (0 without timestamp queries).
+    pub fn device_seconds(&self) -> f64 {
+        self.device_seconds
+    }
+
+    /// Starts timing every dispatch on its own (each in its own pass, so totals run above unprofiled ones).
+    pub fn start_profile(&mut self) {
+        self.profile = Some(BTreeMap::new());
+    }
+
+    /// Stops profiling; returns each kernel's dispatches and device seconds since `start_profile`.
+    pub fn take_profile(&mut self) -> Result<BTreeMap<&'static str, KernelTime>, ExecError> {
+        self.flush()?;
+        Ok(self.profile.take().unwrap_or_default())
+    }
+
     /// The forward's kernels that are not registered (the forward cannot run while any is missing).
     pub fn missing_kernels(&self) -> Vec<&'static str> {
         FORWARD_KERNELS.iter().copied().filter(|k| !self.registered.contains(k)).collect()
@@ -110,7 +137,17 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         }
         let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
         self.dispatches += rec.len();
-        rec.submit()?;
+        match self.profile.as_mut() {
+            Some(profile) => {
+                for (kernel, t) in rec.submit_profiled()? {
+                    let k = profile.entry(kernel).or_default();
+                    k.dispatches += 1;
+                    k.seconds += t;
+                    self.device_seconds += t;
+                }
+            }
+            None => self.device_seconds += rec.submit()?.unwrap_or(0.0),
+        }
         self.submits += 1;
         Ok(())
     }

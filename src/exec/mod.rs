@@ -11,7 +11,7 @@ pub use crate::kernels::hc::HcParams;
 pub use crate::kernels::moe::{RouteParams, ScoreFunc};
 pub use crate::kernels::qat::Qat;
 pub use cpu::{CpuExecutor, CpuTensor};
-pub use gpu::{GpuExecutor, GpuTensor};
+pub use gpu::{GpuExecutor, GpuTensor, KernelTime};
 
 /// Why an op could not run.
 #[derive(Debug, thiserror::Error)]

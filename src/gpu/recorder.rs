@@ -10,6 +10,7 @@ pub enum Arg<'a> {
 }
 
 struct Dispatch {
+    kernel: &'static str,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: [u32; 3],
@@ -61,7 +62,7 @@ impl<'g> Recorder<'g> {
             let kernel = format!("{}/{}", key.shader.kernel, key.shader.variant);
             return Err(GpuError::Shader { kernel, message: e.to_string() });
         }
-        self.dispatches.push(Dispatch { pipeline, bind_group, groups });
+        self.dispatches.push(Dispatch { kernel: key.shader.kernel, pipeline, bind_group, groups });
         Ok(())
     }
 
@@ -121,4 +122,48 @@ impl<'g> Recorder<'g> {
             None => Ok(None),
         }
     }
+
+    /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).
+    pub fn submit_profiled(self) -> Result<Vec<(&'static str, f64)>, GpuError> {
+        let gpu = self.gpu;
+        if !gpu.has_timestamps() {
+            self.submit()?;
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(self.dispatches.len());
+        for chunk in self.dispatches.chunks(PROFILE_CHUNK) {
+            let count = 2 * chunk.len() as u32;
+            let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count });
+            let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 8 * u64::from(count),
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let stamps = gpu.alloc(8 * u64::from(count))?;
+            let mut enc = gpu.device.create_command_encoder(&Default::default());
+            for (i, d) in chunk.iter().enumerate() {
+                let timestamp_writes = wgpu::ComputePassTimestampWrites {
+                    query_set: &set,
+                    beginning_of_pass_write_index: Some(2 * i as u32),
+                    end_of_pass_write_index: Some(2 * i as u32 + 1),
+                };
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: Some(timestamp_writes) });
+                pass.set_pipeline(&d.pipeline);
+                pass.set_bind_group(0, &d.bind_group, &[]);
+                pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
+            }
+            enc.resolve_query_set(&set, 0..count, &resolve, 0);
+            enc.copy_buffer_to_buffer(&resolve, 0, &stamps.buffer, 0, 8 * u64::from(count));
+            gpu.queue.submit([enc.finish()]);
+            gpu.wait()?;
+            let t: Vec<u64> = bytemuck::pod_collect_to_vec(&gpu.read(&stamps)?[..8 * count as usize]);
+            let period = f64::from(gpu.queue.get_timestamp_period());
+            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| (d.kernel, p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
+        }
+        Ok(out)
+    }
 }
+
+/// Dispatches per query set of a profiled submit (two timestamps each, within wgpu's 4096-query limit).
+const PROFILE_CHUNK: usize = 1024;
