@@ -36,7 +36,7 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
     let model = dir.0.to_str().expect("utf-8 temp dir");
     let out = lockstep(&["make-tiny", model, "--seed", "4"]);
     assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
-    let out = lockstep(&["bench", "forward", "--model", model, "--reps", "1", "--prefill", "16,32", "--context", "16"]);
+    let out = lockstep(&["bench", "forward", "--model", model, "--reps", "1", "--prefill", "16,32", "--context", "16", "--profile"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "bench forward failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     let line = |prefix: &str| stdout.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no `{prefix}` line in\n{stdout}")).to_string();
@@ -47,7 +47,12 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
         assert!(number_before(&l, "tok/s") > 0.0, "{l}");
         assert!(number_before(&l, "ms") > 0.0, "{l}");
     }
-    assert!(line("decode rows=4").contains("back to back"));
+    assert!(line("decode rows=4").contains("one forward of 4 sequences"));
+    for prefix in ["profile decode rows=1 context=16:", "profile prefill tokens=16:"] {
+        let l = line(prefix);
+        assert!(number_before(&l, "dispatches,") > 0.0, "{l}");
+    }
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("gemm_e2m1") && l.contains("dispatches")), "per-kernel rows:\n{stdout}");
     let bw = line("decode bandwidth rows=1 context=16:");
     assert!(number_before(&bw, "MB/step") > 0.0 && number_before(&bw, "GB/s,") > 0.0, "{bw}");
     assert!(bw.contains("for 18 expert picks"), "9 layers x top-2 experts: {bw}");

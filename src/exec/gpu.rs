@@ -1,5 +1,6 @@
 //! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
 use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use super::gpu_pool::Pool;
 use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
 use crate::gpu::{Buf, Gpu, Recorder};
 use crate::model::Checkpoint;
@@ -53,6 +54,9 @@ pub struct GpuExecutor<'g, 'c> {
     dispatches: usize,
     device_seconds: f64,
     profile: Option<BTreeMap<&'static str, KernelTime>>,
+    pool: Pool,
+    /// The last act_quant: its input, dims and (values, scales); linears of one activation share it until a state tensor is written in place.
+    pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
 }
 
 /// Device time of one kernel over the dispatches a profile saw.
@@ -69,7 +73,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let sources: HashSet<&'static str> = crate::kernels::shaders::all().iter().map(|s| s.kernel).collect();
         let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0, device_seconds: 0.0, profile: None }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -148,6 +152,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
             }
             None => self.device_seconds += rec.submit()?.unwrap_or(0.0),
         }
+        self.pool.flushed();
         self.submits += 1;
         Ok(())
     }
@@ -158,15 +163,34 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         Ok(GpuTensor { buf, rows, cols })
     }
 
-    /// A fresh tensor of `rows` x `cols` (contents written by the next dispatch).
-    pub(crate) fn out(&self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
-        self.alloc(rows, cols, rows)
+    /// A tensor of `rows` x `cols` with unspecified contents, from the pool (the next dispatch writes every element).
+    pub(crate) fn out(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        Ok(GpuTensor { buf: self.scratch((rows * cols * 4) as u64)?, rows, cols })
+    }
+
+    /// `out`, or a zero tensor with `spare` zero rows after its rows when `spare` > 0.
+    pub(crate) fn out_spare(&mut self, rows: usize, cols: usize, spare: usize) -> Result<GpuTensor, ExecError> {
+        if spare == 0 {
+            self.out(rows, cols)
+        } else {
+            self.alloc(rows, cols, rows + spare)
+        }
+    }
+
+    /// A pooled buffer of at least `bytes` with unspecified contents.
+    pub(crate) fn scratch(&mut self, bytes: u64) -> Result<Buf, ExecError> {
+        Ok(self.pool.take(self.gpu, bytes)?)
+    }
+
+    /// A pooled buffer holding plain values.
+    pub(crate) fn upload_pod<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<Buf, ExecError> {
+        Ok(self.pool.upload(self.gpu, bytemuck::cast_slice(data))?)
     }
 
     /// A tensor holding host values.
-    pub(crate) fn put(&self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
+    pub(crate) fn put(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
         super::cpu::check(data.len() == rows * cols, "upload", || format!("{} values for [{rows}, {cols}]", data.len()))?;
-        Ok(GpuTensor { buf: self.gpu.upload_pod(data)?, rows, cols })
+        Ok(GpuTensor { buf: self.upload_pod(data)?, rows, cols })
     }
 
     /// Reads a tensor's values (submits pending work first).
@@ -260,14 +284,17 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn compress_pool(&mut self, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
+        self.quant = None;
         gm::compress_pool(self, k, g, partial, pending, ratio)
     }
 
     fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
+        self.quant = None;
         gr::append_rows(self, cache, rows)
     }
 
     fn ring_write(&mut self, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
+        self.quant = None;
         gr::ring_write(self, ring, rows, start)
     }
 

@@ -51,7 +51,7 @@ pub(super) fn engram_gate(ex: &mut GpuExecutor, h: &GpuTensor, kv: &GpuTensor, q
     let ok = ql == n && kl == n && h.cols == n && kv.cols == n + p.d && h.rows == kv.rows && live.len() == h.rows;
     check(ok, "engram_gate", || format!("h [{}, {}], kv [{}, {}], weights {ql} / {kl}", h.rows, h.cols, kv.rows, kv.cols))?;
     let flags: Vec<u32> = live.iter().map(|&l| u32::from(l)).collect();
-    let flags = ex.gpu.upload_pod(&flags)?;
+    let flags = ex.upload_pod(&flags)?;
     let y = ex.out(h.rows, h.cols)?;
     engram_op::record_engram_gate(&mut ex.rec, &h.buf, &kv.buf, &q, &k, &flags, &y.buf, h.rows, p, 0)?;
     Ok(y)
@@ -97,9 +97,9 @@ pub(super) fn compress_pool(ex: &mut GpuExecutor, k: &GpuTensor, g: &GpuTensor, 
 }
 
 /// Visible key counts as u32 words.
-fn visible_words(ex: &GpuExecutor, visible: &[usize]) -> Result<crate::gpu::Buf, ExecError> {
+fn visible_words(ex: &mut GpuExecutor, visible: &[usize]) -> Result<crate::gpu::Buf, ExecError> {
     let v: Vec<u32> = visible.iter().map(|&n| n.min(u32::MAX as usize) as u32).collect();
-    Ok(ex.gpu.upload_pod(&v)?)
+    Ok(ex.upload_pod(&v)?)
 }
 
 /// Indexer scores of each query row.
@@ -172,7 +172,7 @@ pub(super) fn moe_route(ex: &mut GpuExecutor, logits: &GpuTensor, biases: (&str,
     let ok = bl == logits.cols && vll == bl && p.k <= logits.cols && image.len() == logits.rows;
     check(ok, "moe_route", || format!("{name} has {bl} values for {} experts, k {}, {} image flags for {} rows", logits.cols, p.k, image.len(), logits.rows))?;
     let flags: Vec<u32> = image.iter().map(|&i| u32::from(i)).collect();
-    let flags = ex.gpu.upload_pod(&flags)?;
+    let flags = ex.upload_pod(&flags)?;
     let (ids, w) = (ex.out(logits.rows, p.k)?, ex.out(logits.rows, p.k)?);
     moe::record_moe_route(&mut ex.rec, &logits.buf, &b, &vl, &flags, &ids.buf, &w.buf, logits.rows, logits.cols, p, 0)?;
     Ok((ids, w))
@@ -186,7 +186,7 @@ pub(super) fn routed_experts(ex: &mut GpuExecutor, x: &GpuTensor, ids: &GpuTenso
     let mut experts: Vec<usize> = host_ids.iter().filter(|v| **v >= 0.0).map(|&e| e as usize).collect();
     experts.sort_unstable();
     experts.dedup();
-    let mut y = ex.out(s, x.cols)?;
+    let mut y = ex.alloc(s, x.cols, s)?;
     let w_flat = GpuTensor { buf: w.buf.clone(), rows: s * k, cols: 1 };
     for e in experts {
         let picks: Vec<(usize, usize)> = (0..s).filter_map(|i| host_ids[i * k..(i + 1) * k].iter().position(|&v| v as usize == e).map(|j| (i, j))).collect();

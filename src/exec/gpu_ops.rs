@@ -136,9 +136,15 @@ fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m:
 fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecError> {
     ex.need("linear", "act_quant")?;
     let (m, k) = (x.rows, x.cols);
-    let q = ex.gpu.alloc((m * k * 4) as u64)?;
-    let s = ex.gpu.alloc((m * k / 32 * 4) as u64)?;
+    if let Some((xb, dims, q, s)) = &ex.quant {
+        if xb.buffer == x.buf.buffer && *dims == (m, k) {
+            return Ok((q.clone(), s.clone()));
+        }
+    }
+    let q = ex.scratch((m * k * 4) as u64)?;
+    let s = ex.scratch((m * k / 32 * 4) as u64)?;
     ops::record_act_quant(&mut ex.rec, &x.buf, &q, &s, m, k, 0)?;
+    ex.quant = Some((x.buf.clone(), (m, k), q.clone(), s.clone()));
     Ok((q, s))
 }
 
@@ -148,7 +154,7 @@ pub(crate) fn round_out(ex: &mut GpuExecutor, y: GpuTensor, out: Out, spare: usi
         return Ok(y);
     }
     ex.need("round", "round_bf16")?;
-    let r = ex.alloc(y.rows, y.cols, y.rows + spare)?;
+    let r = ex.out_spare(y.rows, y.cols, spare)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::RoundBf16, &y.buf, &y.buf, &r.buf, y.rows, y.cols, 0)?;
     Ok(r)
 }
@@ -165,7 +171,7 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
     if w.k != x.cols {
         return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {} inputs, the activation has {}", w.k, x.cols) });
     }
-    let y = ex.alloc(x.rows, w.n, x.rows + spare)?;
+    let y = ex.out_spare(x.rows, w.n, spare)?;
     if w.fmt == WeightFormat::Bf16 {
         record_gemm(ex, w, (&x.buf, None), x.rows, &y, 0)?;
     } else {
@@ -219,7 +225,7 @@ pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f3
 /// `x * s` (a per-row scale of s on every row), then the output rounding.
 pub(super) fn scale(ex: &mut GpuExecutor, x: &GpuTensor, s: f32, out: Out) -> Result<GpuTensor, ExecError> {
     ex.need("scale", "scale")?;
-    let sb = ex.gpu.upload_pod(&vec![s; x.rows.max(1)])?;
+    let sb = ex.upload_pod(&vec![s; x.rows.max(1)])?;
     let y = ex.out(x.rows, x.cols)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::Scale, &x.buf, &sb, &y.buf, x.rows, x.cols, 0)?;
     round_out(ex, y, out, 0)
@@ -238,7 +244,7 @@ pub(crate) fn add(ex: &mut GpuExecutor, a: &GpuTensor, b: &GpuTensor, out: Out) 
 pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
     ex.need("swiglu", "swiglu")?;
     check((g.rows, g.cols) == (u.rows, u.cols), "swiglu", || format!("[{}, {}] vs [{}, {}]", g.rows, g.cols, u.rows, u.cols))?;
-    let ones = ex.gpu.upload_pod(&vec![1.0f32; g.rows.max(1)])?;
+    let ones = ex.upload_pod(&vec![1.0f32; g.rows.max(1)])?;
     let a = ex.out(g.rows, g.cols)?;
     ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &ones, &a.buf, g.rows, g.cols, limit, true, 0)?;
     Ok(a)

@@ -44,12 +44,12 @@ pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<G
     if w.bytes.len() as u64 <= ex.limit {
         let table = cached(ex, format!("{name}#table"), |ex| Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)? }))?;
         let Weight::Table { buf } = &*table else { return Err(ExecError::BadWeight { name, problem: "cached as another kind".into() }) };
-        let idb = ex.gpu.upload_pod(ids)?;
+        let idb = ex.upload_pod(ids)?;
         moe::record_embed(&mut ex.rec, buf, &idb, &y.buf, ids.len(), cols, rows, 0)?;
     } else {
         let part: Vec<u8> = ids.iter().flat_map(|&i| w.bytes[i as usize * cols * 2..(i as usize + 1) * cols * 2].iter().copied()).collect();
         let (buf, local) = (ex.gpu.upload(&part)?, (0..ids.len() as u32).collect::<Vec<_>>());
-        let idb = ex.gpu.upload_pod(&local)?;
+        let idb = ex.upload_pod(&local)?;
         moe::record_embed(&mut ex.rec, &buf, &idb, &y.buf, ids.len(), cols, ids.len(), 0)?;
     }
     Ok(y)
@@ -59,7 +59,7 @@ pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<G
 pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &[u32]) -> Result<GpuTensor, ExecError> {
     ex.need("gather_rows", "gather_rows")?;
     check(idx.iter().all(|&i| (i as usize) < x.rows), "gather_rows", || format!("an index outside {} rows", x.rows))?;
-    let ib = ex.gpu.upload_pod(idx)?;
+    let ib = ex.upload_pod(idx)?;
     let y = ex.out(idx.len(), x.cols)?;
     moe::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, idx.len(), x.cols, x.rows, 0)?;
     Ok(y)

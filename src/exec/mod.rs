@@ -4,6 +4,7 @@ mod cpu_model;
 pub mod gpu;
 mod gpu_model;
 mod gpu_ops;
+mod gpu_pool;
 mod gpu_rows;
 
 pub use crate::kernels::engram_op::EngramGate;

@@ -1,15 +1,24 @@
 //! Device buffers: plain storage buffers, and row-aligned splits so no bound range reaches 2 GiB.
 use super::{Gpu, GpuError};
+use std::sync::Arc;
 use wgpu::util::DeviceExt;
 
 /// The largest range any kernel binds: below 2 GiB on every device.
 pub const MAX_BINDING_BYTES: u64 = (1 << 31) - 256;
 
-/// A storage buffer and its length in bytes.
+/// A storage buffer and its length in bytes; `holders` counts the clones alive (a pool reuses a buffer only when it holds the last one).
 #[derive(Clone, Debug)]
 pub struct Buf {
     pub buffer: wgpu::Buffer,
     pub bytes: u64,
+    holders: Arc<()>,
+}
+
+impl Buf {
+    /// Whether no clone other than this one is alive.
+    pub fn is_unshared(&self) -> bool {
+        Arc::strong_count(&self.holders) == 1
+    }
 }
 
 /// A tensor split along its rows into buffers that each bind below the device's and the 2 GiB limit.
@@ -46,7 +55,7 @@ impl Gpu {
             usage: USAGE,
             mapped_at_creation: false,
         });
-        Ok(Buf { buffer, bytes: size })
+        Ok(Buf { buffer, bytes: size, holders: Arc::new(()) })
     }
 
     /// A storage buffer holding `data` (zero-padded to 16 bytes).
@@ -62,7 +71,7 @@ impl Gpu {
             contents: &bytes,
             usage: USAGE,
         });
-        Ok(Buf { buffer, bytes: size })
+        Ok(Buf { buffer, bytes: size, holders: Arc::new(()) })
     }
 
     /// A storage buffer holding a slice of plain values.

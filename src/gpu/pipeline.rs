@@ -5,12 +5,26 @@ use std::collections::HashMap;
 /// The shared WGSL numerics every kernel may call.
 pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n");
 
-/// A kernel source: its registered name, its variant and its WGSL text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A kernel source: its registered name, its variant and its WGSL text (compared by the text's address, so cache lookups never hash whole sources).
+#[derive(Clone, Copy, Debug)]
 pub struct Shader {
     pub kernel: &'static str,
     pub variant: &'static str,
     pub source: &'static str,
+}
+
+impl PartialEq for Shader {
+    fn eq(&self, o: &Shader) -> bool {
+        (self.kernel, self.variant) == (o.kernel, o.variant) && std::ptr::eq(self.source, o.source)
+    }
+}
+
+impl Eq for Shader {}
+
+impl std::hash::Hash for Shader {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.kernel, self.variant, self.source.as_ptr(), self.source.len()).hash(h);
+    }
 }
 
 /// The cache key: shader plus override constants (as bits, so keys hash exactly).

@@ -11,59 +11,78 @@ pub enum Arg<'a> {
 
 struct Dispatch {
     kernel: &'static str,
+    variant: &'static str,
     pipeline: wgpu::ComputePipeline,
-    bind_group: wgpu::BindGroup,
     groups: [u32; 3],
+    /// Byte offset of this dispatch's words in the recorder's uniform arena, and their length.
+    params: (u64, u64),
+    /// The bound buffers and ranges (held until submitted, so no pool hands them out earlier).
+    bound: Vec<(Buf, Option<(u64, u64)>)>,
 }
 
-/// Collects dispatches; `submit` encodes them in one compute pass of one command buffer.
+/// Collects dispatches; `submit` writes every dispatch's parameters in one uniform buffer and encodes them in one compute pass of one command buffer.
 pub struct Recorder<'g> {
     gpu: &'g Gpu,
     dispatches: Vec<Dispatch>,
+    words: Vec<u32>,
 }
 
 impl<'g> Recorder<'g> {
     /// An empty recorder on `gpu`.
     pub fn new(gpu: &'g Gpu) -> Recorder<'g> {
-        Recorder { gpu, dispatches: Vec::new() }
+        Recorder { gpu, dispatches: Vec::new(), words: Vec::new() }
     }
 
     /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
     pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
         let pipeline = self.gpu.pipeline(key)?;
-        let mut words = Vec::with_capacity(params.len() + 4);
-        words.push(0u32);
-        words.extend_from_slice(params);
-        words.resize(words.len().div_ceil(4) * 4, 0);
-        let uniform = self.gpu.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: bytemuck::cast_slice(&words),
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
-        let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: uniform.as_entire_binding() }];
-        for (i, a) in args.iter().enumerate() {
-            let resource = match *a {
-                Arg::Whole(b) => b.buffer.as_entire_binding(),
-                Arg::Range(b, offset, size) => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &b.buffer,
-                    offset,
-                    size: wgpu::BufferSize::new(size),
-                }),
-            };
-            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
-        }
-        let scope = self.gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let bind_group = self.gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(key.shader.kernel),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            let kernel = format!("{}/{}", key.shader.kernel, key.shader.variant);
-            return Err(GpuError::Shader { kernel, message: e.to_string() });
-        }
-        self.dispatches.push(Dispatch { kernel: key.shader.kernel, pipeline, bind_group, groups });
+        let align = (self.gpu.limits.min_uniform_buffer_offset_alignment.max(16) / 4) as usize;
+        let start = self.words.len().div_ceil(align) * align;
+        self.words.resize(start, 0);
+        self.words.push(0);
+        self.words.extend_from_slice(params);
+        let len = (params.len() + 1).div_ceil(4) * 4;
+        self.words.resize(start + len, 0);
+        let bound = args
+            .iter()
+            .map(|a| match *a {
+                Arg::Whole(b) => (b.clone(), None),
+                Arg::Range(b, offset, size) => (b.clone(), Some((offset, size))),
+            })
+            .collect();
+        let params = (4 * start as u64, 4 * len as u64);
+        self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, pipeline, groups, params, bound });
         Ok(())
+    }
+
+    /// The bind group of every dispatch over one uniform buffer holding all their parameters.
+    fn bind_groups(&self) -> Result<Vec<wgpu::BindGroup>, GpuError> {
+        let device = &self.gpu.device;
+        let mut words = self.words.clone();
+        words.resize(words.len().max(4), 0);
+        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: bytemuck::cast_slice(&words), usage: wgpu::BufferUsages::UNIFORM });
+        let mut out = Vec::with_capacity(self.dispatches.len());
+        for d in &self.dispatches {
+            let (offset, size) = d.params;
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &uniform, offset, size: wgpu::BufferSize::new(size) }),
+            }];
+            for (i, (b, range)) in d.bound.iter().enumerate() {
+                let resource = match *range {
+                    None => b.buffer.as_entire_binding(),
+                    Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &b.buffer, offset, size: wgpu::BufferSize::new(size) }),
+                };
+                entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
+            }
+            let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.get_bind_group_layout(0), entries: &entries });
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                return Err(GpuError::Shader { kernel: format!("{}/{}", d.kernel, d.variant), message: e.to_string() });
+            }
+            out.push(group);
+        }
+        Ok(out)
     }
 
     /// Number of dispatches recorded.
@@ -79,6 +98,7 @@ impl<'g> Recorder<'g> {
     /// Encodes and submits everything recorded, then waits; returns the pass's device time in seconds when timestamps exist.
     pub fn submit(self) -> Result<Option<f64>, GpuError> {
         let gpu = self.gpu;
+        let groups = self.bind_groups()?;
         let timed = gpu.has_timestamps();
         let queries = timed.then(|| {
             let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
@@ -98,9 +118,9 @@ impl<'g> Recorder<'g> {
                 end_of_pass_write_index: Some(1),
             });
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
-            for d in &self.dispatches {
+            for (d, g) in self.dispatches.iter().zip(&groups) {
                 pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.bind_group, &[]);
+                pass.set_bind_group(0, g, &[]);
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
         }
@@ -130,8 +150,9 @@ impl<'g> Recorder<'g> {
             self.submit()?;
             return Ok(Vec::new());
         }
+        let groups = self.bind_groups()?;
         let mut out = Vec::with_capacity(self.dispatches.len());
-        for chunk in self.dispatches.chunks(PROFILE_CHUNK) {
+        for (chunk, chunk_groups) in self.dispatches.chunks(PROFILE_CHUNK).zip(groups.chunks(PROFILE_CHUNK)) {
             let count = 2 * chunk.len() as u32;
             let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count });
             let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
@@ -142,7 +163,7 @@ impl<'g> Recorder<'g> {
             });
             let stamps = gpu.alloc(8 * u64::from(count))?;
             let mut enc = gpu.device.create_command_encoder(&Default::default());
-            for (i, d) in chunk.iter().enumerate() {
+            for (i, (d, g)) in chunk.iter().zip(chunk_groups).enumerate() {
                 let timestamp_writes = wgpu::ComputePassTimestampWrites {
                     query_set: &set,
                     beginning_of_pass_write_index: Some(2 * i as u32),
@@ -150,7 +171,7 @@ impl<'g> Recorder<'g> {
                 };
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: Some(timestamp_writes) });
                 pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.bind_group, &[]);
+                pass.set_bind_group(0, g, &[]);
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
             enc.resolve_query_set(&set, 0..count, &resolve, 0);

@@ -54,7 +54,7 @@ fn grid64(n: usize) -> [u32; 3] {
 
 /// Records act_quant of x [m, k] into e4m3 values q [m, k] and power-of-two scales s [m, k/32].
 pub fn record_act_quant(rec: &mut Recorder, x: &Buf, q: &Buf, s: &Buf, m: usize, k: usize, control: u32) -> Result<(), GpuError> {
-    let g = grid64(m * k / 32);
+    let g = grid64(m * k / 32 * 8);
     rec.dispatch(&key(ACT_QUANT, control, &[]), &[m as u32, k as u32, g[0]], &[Arg::Whole(x), Arg::Whole(q), Arg::Whole(s)], g)
 }
 

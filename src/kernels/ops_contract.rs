@@ -148,7 +148,7 @@ impl Kernel for ActQuantKernel {
         ] }
     }
     fn footprint(&self, _variant: &str) -> Footprint {
-        fp(64, 0, 3)
+        fp(256, 1024, 3)
     }
 }
 
