@@ -9,6 +9,6 @@ DIR=${DIR:-/tmp/fs}
 { $B devices; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; free -g | head -2; } 2>&1 | tee "$OUT/devices.txt"
 [ -f "$DIR/config.json" ] || { /usr/bin/time -f "make-tiny %e s wall, %M KiB max rss" $B make-tiny "$DIR" --preset flash-scaled ${LAYERS:+--layers $LAYERS} 2>&1 | tail -2 | tee "$OUT/make_tiny.txt"; }
 du -sh "$DIR" | tee -a "$OUT/make_tiny.txt"
-timeout "${BENCH_S:-360}" $B bench forward --model "$DIR" --reps "${REPS:-5}" --profile 2>&1 | grep -v XDG | tee "$OUT/bench_forward.txt"
+timeout "${BENCH_S:-360}" $B bench forward --model "$DIR" --reps "${REPS:-5}" --prefill "${PREFILL:-512,2048}" --profile 2>&1 | grep -v XDG | tee "$OUT/bench_forward.txt"
 [ -n "${CONTRACT_S:-}" ] && timeout "$CONTRACT_S" $B contract --seed 42 2>&1 | grep -v XDG | tee "$OUT/contract.txt"
 true
