@@ -196,8 +196,10 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         let t = medians(&times);
         writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: {}, {:.1} tok/s", ms(t), p as f64 / t.wall)?;
     }
-    let (t1, bytes) = decode_one(&mut s, &model, args.context, reps)?;
+    let (t1, bytes, host) = decode_one(&mut s, &model, args.context, reps)?;
     writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: {}, {:.2} tok/s", args.context, ms(t1), 1.0 / t1.wall)?;
+    let phases: Vec<String> = host.iter().map(|(n, v)| format!("{n} {v:.3} ms")).collect();
+    writeln!(out, "decode rows=1 host time per step by phase (mean): {}; the rest of the wall time is the forward's own host work", phases.join(", "))?;
     let rows = args.rows.max(1);
     let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
     writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
@@ -254,23 +256,29 @@ fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Re
     Ok(argmax(&last))
 }
 
-/// Median timing of one decode step of one sequence after `context` tokens, and the bytes one more (counted) step read.
-fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(Timing, StepBytes)> {
+/// Median timing of one decode step of one sequence after `context` tokens, the bytes one more (counted) step read, and the mean host milliseconds per step by phase.
+fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(Timing, StepBytes, Vec<(&'static str, f64)>)> {
     let mut tok = prefill_context(s, model, context, 1)?;
     let mut times = Vec::new();
+    let mut host0 = [0.0; 5];
     for i in 0..reps + 2 {
+        if i == 2 {
+            host0 = s.ex.inner.gpu().host.snapshot().map(|(_, v)| v);
+        }
         let (t, logits) = timed_call(s, &[tok])?;
         tok = argmax(&logits);
         if i >= 2 {
             times.push(t);
         }
     }
+    let host = s.ex.inner.gpu().host.snapshot().map(|(n, v)| (n, v / reps as f64));
+    let host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
     s.ex.counting = true;
     s.ex.bytes = StepBytes::default();
     let counted = timed_call(s, &[tok]);
     s.ex.counting = false;
     counted?;
-    Ok((medians(&times), s.ex.bytes))
+    Ok((medians(&times), s.ex.bytes, host))
 }
 
 /// Median timing of one forward that decodes one row of each of `rows` sequences.

@@ -103,8 +103,9 @@ impl Gpu {
         self.queue.write_buffer(&buf.buffer, 0, &bytes);
     }
 
-    /// Copies a buffer back to the host (waits for the device).
+    /// Copies a buffer back to the host (waits for the device; host time outside the wait counts as `read`).
     pub fn read(&self, buf: &Buf) -> Result<Vec<u8>, GpuError> {
+        let t0 = std::time::Instant::now();
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
             size: buf.bytes,
@@ -118,7 +119,9 @@ impl Gpu {
         staging.map_async(wgpu::MapMode::Read, .., move |r| {
             let _ = tx.send(r.is_ok());
         });
+        super::add_since(&self.host.read, t0);
         self.wait()?;
+        let t0 = std::time::Instant::now();
         if !rx.recv().unwrap_or(false) {
             return Err(GpuError::Map);
         }
@@ -126,6 +129,7 @@ impl Gpu {
         let out = view.to_vec();
         drop(view);
         staging.unmap();
+        super::add_since(&self.host.read, t0);
         Ok(out)
     }
 

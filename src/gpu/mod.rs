@@ -9,7 +9,9 @@ pub use buffer::{Buf, SplitBuf, MAX_BINDING_BYTES};
 pub use pipeline::{PipelineKey, Shader, WGSL_LIB};
 pub use recorder::{Arg, Recorder};
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// Errors of the device layer.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +38,31 @@ pub struct Gpu {
     pub limits: wgpu::Limits,
     pub features: wgpu::Features,
     pipelines: Mutex<pipeline::Cache>,
+    /// Host time spent in each phase of recording, submitting and reading back.
+    pub host: HostTimes,
+}
+
+/// Host nanoseconds by phase: recording dispatches, building bind groups, encoding and submitting, waiting for the device, reading buffers back.
+#[derive(Debug, Default)]
+pub struct HostTimes {
+    pub record: AtomicU64,
+    pub bind: AtomicU64,
+    pub submit: AtomicU64,
+    pub wait: AtomicU64,
+    pub read: AtomicU64,
+}
+
+impl HostTimes {
+    /// Milliseconds of each phase as (name, ms).
+    pub fn snapshot(&self) -> [(&'static str, f64); 5] {
+        let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 * 1e-6;
+        [("record", ms(&self.record)), ("bind", ms(&self.bind)), ("submit", ms(&self.submit)), ("wait", ms(&self.wait)), ("read", ms(&self.read))]
+    }
+}
+
+/// Adds the time since `t0` to `counter`.
+pub(crate) fn add_since(counter: &AtomicU64, t0: Instant) {
+    counter.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
 }
 
 impl Gpu {
@@ -57,7 +84,7 @@ impl Gpu {
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|source| GpuError::RequestDevice { adapter: info.name.clone(), source })?;
-        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()) })
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default() })
     }
 
     /// Short description: backend and adapter name.
@@ -72,9 +99,13 @@ impl Gpu {
 
     /// Blocks until all submitted work is done.
     pub fn wait(&self) -> Result<(), GpuError> {
-        self.device
+        let t0 = Instant::now();
+        let r = self
+            .device
             .poll(wgpu::PollType::Wait { submission_index: None, timeout: None })
             .map(|_| ())
-            .map_err(|e| GpuError::Poll(e.to_string()))
+            .map_err(|e| GpuError::Poll(e.to_string()));
+        add_since(&self.host.wait, t0);
+        r
     }
 }

@@ -1,5 +1,6 @@
 //! The recorder: many dispatches encoded into one command buffer, submitted once, optionally timed.
-use super::{Buf, Gpu, GpuError, PipelineKey};
+use super::{add_since, Buf, Gpu, GpuError, PipelineKey};
+use std::time::Instant;
 use wgpu::util::DeviceExt;
 
 /// One storage binding of a dispatch: a whole buffer or a byte range of one.
@@ -35,6 +36,7 @@ impl<'g> Recorder<'g> {
 
     /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
     pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
+        let t0 = Instant::now();
         let pipeline = self.gpu.pipeline(key)?;
         let align = (self.gpu.limits.min_uniform_buffer_offset_alignment.max(16) / 4) as usize;
         let start = self.words.len().div_ceil(align) * align;
@@ -52,11 +54,13 @@ impl<'g> Recorder<'g> {
             .collect();
         let params = (4 * start as u64, 4 * len as u64);
         self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, pipeline, groups, params, bound });
+        add_since(&self.gpu.host.record, t0);
         Ok(())
     }
 
     /// The bind group of every dispatch over one uniform buffer holding all their parameters.
     fn bind_groups(&self) -> Result<Vec<wgpu::BindGroup>, GpuError> {
+        let t0 = Instant::now();
         let device = &self.gpu.device;
         let mut words = self.words.clone();
         words.resize(words.len().max(4), 0);
@@ -82,6 +86,7 @@ impl<'g> Recorder<'g> {
             }
             out.push(group);
         }
+        add_since(&self.gpu.host.bind, t0);
         Ok(out)
     }
 
@@ -99,20 +104,17 @@ impl<'g> Recorder<'g> {
     pub fn submit(self) -> Result<Option<f64>, GpuError> {
         let gpu = self.gpu;
         let groups = self.bind_groups()?;
-        let timed = gpu.has_timestamps();
-        let queries = timed.then(|| {
+        let t0 = Instant::now();
+        let stamps = gpu.has_timestamps().then(|| {
             let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
-            let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: 16,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            (set, resolve)
+            let buffer = |usage| gpu.device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 16, usage, mapped_at_creation: false });
+            let resolve = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+            let staging = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+            (set, resolve, staging)
         });
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
-            let timestamp_writes = queries.as_ref().map(|(set, _)| wgpu::ComputePassTimestampWrites {
+            let timestamp_writes = stamps.as_ref().map(|(set, _, _)| wgpu::ComputePassTimestampWrites {
                 query_set: set,
                 beginning_of_pass_write_index: Some(0),
                 end_of_pass_write_index: Some(1),
@@ -124,23 +126,27 @@ impl<'g> Recorder<'g> {
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
         }
-        let result = queries.as_ref().map(|(set, resolve)| {
+        if let Some((set, resolve, staging)) = &stamps {
             enc.resolve_query_set(set, 0..2, resolve, 0);
-            let out = gpu.alloc(16)?;
-            enc.copy_buffer_to_buffer(resolve, 0, &out.buffer, 0, 16);
-            Ok::<Buf, GpuError>(out)
-        });
-        gpu.queue.submit([enc.finish()]);
-        gpu.wait()?;
-        match result {
-            Some(out) => {
-                let t = gpu.read(&out?)?;
-                let t: [u64; 2] = bytemuck::pod_read_unaligned(&t[..16]);
-                let period = f64::from(gpu.queue.get_timestamp_period());
-                Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
-            }
-            None => Ok(None),
+            enc.copy_buffer_to_buffer(resolve, 0, staging, 0, 16);
         }
+        gpu.queue.submit([enc.finish()]);
+        let mapped = stamps.as_ref().map(|(_, _, staging)| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            staging.map_async(wgpu::MapMode::Read, .., move |r| {
+                let _ = tx.send(r.is_ok());
+            });
+            rx
+        });
+        add_since(&gpu.host.submit, t0);
+        gpu.wait()?;
+        let (Some((_, _, staging)), Some(rx)) = (stamps, mapped) else { return Ok(None) };
+        if !rx.recv().unwrap_or(false) {
+            return Err(GpuError::Map);
+        }
+        let t: [u64; 2] = bytemuck::pod_read_unaligned(&staging.get_mapped_range(..).map_err(|_| GpuError::Map)?[..16]);
+        let period = f64::from(gpu.queue.get_timestamp_period());
+        Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
     }
 
     /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).

@@ -94,13 +94,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let k = k0 + mk;
         if (mk < kpp && k < n) {
             let e = keys[k];
-            var kb: array<f32, 32>;
-            for (var j = 0u; j < 32u; j++) {
-                if (j < blen) { kb[j] = key_elem(e, mb * 32u + j); }
-            }
             var acc = 0.0;
             for (var j = 0u; j < 32u; j++) {
-                if (j < blen) { acc = acc + mul_rn(qb[j], kb[j]); }
+                if (j < blen) { acc = acc + mul_rn(qb[j], key_elem(e, mb * 32u + j)); }
             }
             part[lid] = acc;
         }
@@ -160,19 +156,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         var tot = vec2<f32>(0.0);
         for (var b = 0u; b < nbk; b++) {
             var acc = vec2<f32>(0.0);
-            let k1 = min(b * 32u + 32u, n);
-            var va: array<vec2<f32>, 32>;
-            if (k1 == b * 32u + 32u) {
-                for (var j = 0u; j < 32u; j++) {
-                    let e = keys[b * 32u + j];
-                    va[j] = vec2<f32>(key_elem(e, i), key_elem(e, i2));
-                }
-            }
-            for (var k = b * 32u; k < k1; k++) {
+            for (var k = b * 32u; k < min(b * 32u + 32u, n); k++) {
                 let e = keys[k];
                 let p = w[k];
-                var v = va[k - b * 32u];
-                if (k1 != b * 32u + 32u) { v = vec2<f32>(key_elem(e, i), key_elem(e, i2)); }
+                let v = vec2<f32>(key_elem(e, i), key_elem(e, i2));
                 if (CONTROL == 6u) {
                     acc = acc + p * v;
                 } else if (CONTROL == 2u) {

@@ -34,22 +34,6 @@ fn hm_pass(lid: u32, rows: bool) {
     workgroupBarrier();
 }
 
-// Sum of one whole block of 32 products ascending (h at xi, hc_fn at wi, or h squared), loads first so they are all in flight at once.
-fn hm_full_block(xi: u32, wi: u32, weighted: bool) -> f32 {
-    var xv: array<f32, 32>;
-    var wv: array<f32, 32>;
-    for (var q = 0u; q < 32u; q++) {
-        let o = select(q, 31u - q, CONTROL == 2u);
-        xv[q] = h[xi + o];
-        if (weighted) { wv[q] = hc_fn[wi + o]; } else { wv[q] = xv[q]; }
-    }
-    var acc = 0.0;
-    for (var q = 0u; q < 32u; q++) {
-        if (CONTROL == 3u) { acc = acc + xv[q] * wv[q]; } else { acc = acc + mul_rn(xv[q], wv[q]); }
-    }
-    return acc;
-}
-
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     LS_ZERO = P.zero;
@@ -72,16 +56,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             let lo = b * 32u;
             let len = min(32u, P.n - lo);
             var acc = 0.0;
-            if (len == 32u) {
-                acc = hm_full_block(xb + lo, select(xb + lo, s * P.n + lo, s < nmix), s < nmix);
-            } else {
-                for (var q = 0u; q < len; q++) {
-                    let i = lo + select(q, len - 1u - q, CONTROL == 2u);
-                    let xv = h[xb + i];
-                    var wv = xv;
-                    if (s < nmix) { wv = hc_fn[s * P.n + i]; }
-                    if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = acc + mul_rn(xv, wv); }
-                }
+            for (var q = 0u; q < len; q++) {
+                let i = lo + select(q, len - 1u - q, CONTROL == 2u);
+                let xv = h[xb + i];
+                var wv = xv;
+                if (s < nmix) { wv = hc_fn[s * P.n + i]; }
+                if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = acc + mul_rn(xv, wv); }
             }
             hm_blocks[s * HM_CHUNK + b - b0] = acc;
         }

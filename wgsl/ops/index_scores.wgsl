@@ -8,19 +8,6 @@ struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32 }
 @group(0) @binding(4) var<storage, read> visible: array<u32>;
 @group(0) @binding(5) var<storage, read_write> scores: array<f32>;
 
-// Sum of 32 products ascending from +0.0 (q at qi, key at ki), loads first so they are all in flight at once.
-fn full_block(qi: u32, ki: u32) -> f32 {
-    var a: array<f32, 32>;
-    var c: array<f32, 32>;
-    for (var i = 0u; i < 32u; i++) {
-        a[i] = q[qi + i];
-        c[i] = keys[ki + i];
-    }
-    var acc = 0.0;
-    for (var i = 0u; i < 32u; i++) { acc = acc + a[i] * c[i]; }
-    return acc;
-}
-
 // Canonical dot of one head's query (at qo) with one key (at ko): exact bf16 products, blocks of 32 from +0.0, segments of 8 blocks.
 fn head_dot(qo: u32, ko: u32) -> f32 {
     let nb = (P.dim + 31u) >> 5u;
@@ -31,12 +18,8 @@ fn head_dot(qo: u32, ko: u32) -> f32 {
         var b = j;
         if (CONTROL == 2u) { let s0 = j & ~7u; b = s0 + min(s0 + 8u, nb) - 1u - j; }
         var acc = 0.0;
-        if (b * 32u + 32u <= P.dim) {
-            acc = full_block(qo + b * 32u, ko + b * 32u);
-        } else {
-            for (var i = b * 32u; i < P.dim; i++) {
-                acc = acc + q[qo + i] * keys[ko + i];
-            }
+        for (var i = b * 32u; i < min(b * 32u + 32u, P.dim); i++) {
+            acc = acc + q[qo + i] * keys[ko + i];
         }
         seg = seg + acc;
         if ((j & 7u) == 7u || j + 1u == last) {
