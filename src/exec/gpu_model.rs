@@ -19,7 +19,8 @@ pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &H
         format!("{}: {fl} / {bl} / {sl} values for mix {md} over {}", site.hc_fn, h.cols)
     })?;
     let mix = ex.out(h.rows, md)?;
-    hc::record_hc_mixes(&mut ex.rec, &h.buf, &f, &scale, &base, &mix.buf, h.rows, h.cols / p.hc, p, 0)?;
+    let seg = ex.scratch(4 * hc::hc_mixes_scratch_words(h.rows, h.cols, md + 1) as u64)?;
+    hc::record_hc_mixes(&mut ex.rec, &h.buf, &f, &scale, &base, &mix.buf, &seg, h.rows, h.cols / p.hc, p, 0)?;
     Ok(mix)
 }
 

@@ -5,7 +5,7 @@ use crate::numerics::sum::canonical_sum;
 
 #[path = "hc_dispatch.rs"]
 pub(crate) mod dispatch;
-pub use dispatch::{record_hc_collapse, record_hc_expand, record_hc_mixes, MAX_HC};
+pub use dispatch::{hc_mixes_scratch_words, record_hc_collapse, record_hc_expand, record_hc_mixes, MAX_HC};
 
 /// mHC constants of a site.
 #[derive(Clone, Copy, Debug, PartialEq)]

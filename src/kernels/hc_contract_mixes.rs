@@ -141,7 +141,8 @@ impl Kernel for MixesKernel {
     fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = params(case);
         let words = case.rows * p.mix_dim();
-        run_uploaded(gpu, inputs, &[words], |rec, b, y| hc::record_hc_mixes(rec, &b[0], &b[1], &b[2], &b[3], &y[0], case.rows, case.n, &p, control))
+        let seg = gpu.alloc(4 * hc::hc_mixes_scratch_words(case.rows, p.hc * case.n, p.mix_dim() + 1) as u64)?;
+        run_uploaded(gpu, inputs, &[words], |rec, b, y| hc::record_hc_mixes(rec, &b[0], &b[1], &b[2], &b[3], &y[0], &seg, case.rows, case.n, &p, control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[
@@ -155,7 +156,7 @@ impl Kernel for MixesKernel {
         ] }
     }
     fn footprint(&self, _variant: &str) -> Footprint {
-        Footprint { workgroup_size: 256, workgroup_bytes: (3200 + 25 + 16) * 4, bindings: 5 }
+        Footprint { workgroup_size: 128, workgroup_bytes: (128 + 25 + 16) * 4, bindings: 6 }
     }
 }
 

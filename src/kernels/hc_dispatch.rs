@@ -35,17 +35,28 @@ pub(crate) fn bad_shape(kernel: &str, message: String) -> GpuError {
     GpuError::Shader { kernel: kernel.to_string(), message }
 }
 
-/// Records mHC mixes: h [rows, hc*d], hc_fn [(2+hc)*hc, hc*d], scale [3], base [(2+hc)*hc] into mix [rows, (2+hc)*hc] = pre, post, comb row-major.
+/// Words of the segment scratch `record_hc_mixes` needs for `rows` rows of `n` = hc*d values and `nsum` sums.
+pub fn hc_mixes_scratch_words(rows: usize, n: usize, nsum: usize) -> usize {
+    rows * nsum * n.div_ceil(32).div_ceil(8)
+}
+
+/// Records mHC mixes: h [rows, hc*d], hc_fn [(2+hc)*hc, hc*d], scale [3], base [(2+hc)*hc] into mix [rows, (2+hc)*hc] = pre, post, comb row-major; seg (`hc_mixes_scratch_words`) holds the segment sums between the two passes.
 #[allow(clippy::too_many_arguments)]
-pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, base: &Buf, mix: &Buf, rows: usize, d: usize, p: &HcParams, control: u32) -> Result<(), GpuError> {
+pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, base: &Buf, mix: &Buf, seg: &Buf, rows: usize, d: usize, p: &HcParams, control: u32) -> Result<(), GpuError> {
     if p.hc == 0 || p.hc > MAX_HC || p.iters == 0 || rows > 65535 {
         return Err(bad_shape("hc_mixes", format!("{rows} rows (at most 65535), hc {} (1..={MAX_HC}), {} Sinkhorn iterations", p.hc, p.iters)));
     }
     let n = p.hc * d;
+    let nsum = p.mix_dim() + 1;
+    if seg.bytes < 4 * hc_mixes_scratch_words(rows, n, nsum) as u64 {
+        return Err(bad_shape("hc_mixes", format!("segment scratch of {} bytes for {rows} rows of {n}", seg.bytes)));
+    }
     let inv_n = (1.0 / n as f64) as f32;
     let params = [rows as u32, n as u32, p.hc as u32, p.iters as u32, inv_n.to_bits(), p.norm_eps.to_bits(), p.hc_eps.to_bits()];
-    let args = [Arg::Whole(h), Arg::Whole(hc_fn), Arg::Whole(scale), Arg::Whole(base), Arg::Whole(mix)];
-    rec.dispatch(&key(HC_MIXES, control, &[]), &params, &args, [rows as u32, 1, 1])
+    let args = [Arg::Whole(h), Arg::Whole(hc_fn), Arg::Whole(scale), Arg::Whole(base), Arg::Whole(mix), Arg::Whole(seg)];
+    let chunks = n.div_ceil(32).div_ceil(128).max(1) as u32;
+    rec.dispatch(&key(HC_MIXES, control, &[("PHASE", 1.0)]), &params, &args, [chunks, nsum as u32, rows as u32])?;
+    rec.dispatch(&key(HC_MIXES, control, &[("PHASE", 2.0)]), &params, &args, [rows as u32, 1, 1])
 }
 
 /// Records mHC collapse: h [rows, hc*d], mix [rows, mix_cols] (pre = its first hc columns) into y [rows, d] (bf16 values).

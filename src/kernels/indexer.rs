@@ -42,12 +42,16 @@ fn too_big(kernel: &str, message: String) -> GpuError {
 /// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
 #[allow(clippy::too_many_arguments)]
 pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, visible: &Buf, scores: &Buf, s: usize, t: usize, heads: usize, dim: usize, control: u32) -> Result<(), GpuError> {
-    if t.div_ceil(64) > 65535 || s > 65535 {
+    if heads == 0 || heads > 256 {
+        return Err(too_big("index_scores", format!("{heads} heads (1..=256)")));
+    }
+    let per = 256 / heads;
+    if t.div_ceil(per) > 65535 || s > 65535 {
         return Err(too_big("index_scores", format!("{s} rows x {t} keys exceed one dispatch")));
     }
     let params = [s as u32, t as u32, heads as u32, dim as u32];
     let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores)];
-    rec.dispatch(&pipeline_key(INDEX_SCORES, control), &params, &args, [(t as u32).div_ceil(64).max(1), s as u32, 1])
+    rec.dispatch(&pipeline_key(INDEX_SCORES, control), &params, &args, [t.div_ceil(per).max(1) as u32, s as u32, 1])
 }
 
 /// Records level-one candidate blocks: scores [m, n] f32, visible [m] u32 -> mask [m, n] f32 (1.0 kept, 0.0 not).

@@ -195,7 +195,7 @@ impl Kernel for IndexScoresKernel {
         ] }
     }
     fn footprint(&self, _variant: &str) -> Footprint {
-        Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 5 }
+        Footprint { workgroup_size: 256, workgroup_bytes: 1024, bindings: 5 }
     }
 }
 

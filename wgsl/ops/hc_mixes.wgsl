@@ -1,5 +1,6 @@
-// mHC mixes, a workgroup per row: canonical sums of mul_rn(x, fn[m]) and mul_rn(x, x) (block sums in parallel, segments and totals ascending), mu = mul_rn(sum, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order; = kernels::hc::mixes.
+// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of mul_rn(x, fn[m]) or mul_rn(x, x) (32 products ascending), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order; = kernels::hc::mixes.
 override CONTROL: u32 = 0u;
+override PHASE: u32 = 1u;
 struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm_eps: f32, hc_eps: f32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> h: array<f32>;
@@ -7,11 +8,11 @@ struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm
 @group(0) @binding(3) var<storage, read> scale: array<f32>;
 @group(0) @binding(4) var<storage, read> base: array<f32>;
 @group(0) @binding(5) var<storage, read_write> mix: array<f32>;
+@group(0) @binding(6) var<storage, read_write> seg: array<f32>;
 
-// Blocks of 32 per chunk (a whole number of segments); at most 25 sums (24 mixes and the squares).
+// Blocks per phase-1 workgroup (16 segments); at most 25 sums (24 mixes and the squares).
 const HM_CHUNK: u32 = 128u;
-const HM_SUMS: u32 = 25u;
-var<workgroup> hm_blocks: array<f32, 3200>;
+var<workgroup> hm_blocks: array<f32, 128>;
 var<workgroup> hm_totals: array<f32, 25>;
 var<workgroup> hm_comb: array<f32, 16>;
 
@@ -34,48 +35,60 @@ fn hm_pass(lid: u32, rows: bool) {
     workgroupBarrier();
 }
 
-@compute @workgroup_size(256)
+// Blocks of 32 the sums cover (one fewer under CONTROL 1) and their segments of 8.
+fn hm_last() -> u32 {
+    let nb = (P.n + 31u) >> 5u;
+    return select(nb, nb - 1u, CONTROL == 1u);
+}
+
+fn sums(lid: u32, wid: vec3<u32>) {
+    let row = wid.z;
+    let s = wid.y;
+    let nmix = (2u + P.hc) * P.hc;
+    var src = row;
+    if (CONTROL == 4u) { src = min(row + 1u, P.m - 1u); }
+    let xb = src * P.n;
+    let last = hm_last();
+    let b = wid.x * HM_CHUNK + lid;
+    if (b < last) {
+        let lo = b * 32u;
+        let len = min(32u, P.n - lo);
+        var acc = 0.0;
+        for (var q = 0u; q < len; q++) {
+            let i = lo + select(q, len - 1u - q, CONTROL == 2u);
+            let xv = h[xb + i];
+            var wv = xv;
+            if (s < nmix) { wv = hc_fn[s * P.n + i]; }
+            if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = acc + mul_rn(xv, wv); }
+        }
+        hm_blocks[lid] = acc;
+    }
+    workgroupBarrier();
+    let j = wid.x * (HM_CHUNK / 8u) + lid;
+    let nseg = (last + 7u) >> 3u;
+    if (lid < HM_CHUNK / 8u && j < nseg) {
+        var acc = 0.0;
+        for (var t = lid * 8u; t < min(lid * 8u + 8u, last - wid.x * HM_CHUNK); t++) { acc = acc + hm_blocks[t]; }
+        seg[(row * (nmix + 1u) + s) * ((((P.n + 31u) >> 5u) + 7u) >> 3u) + j] = acc;
+    }
+}
+
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     LS_ZERO = P.zero;
+    if (PHASE == 1u) {
+        sums(lid, wid);
+        return;
+    }
     let row = wid.x;
     let hc = P.hc;
     let nmix = (2u + hc) * hc;
     let nsum = nmix + 1u;
-    var src = row;
-    if (CONTROL == 4u) { src = min(row + 1u, P.m - 1u); }
-    let xb = src * P.n;
-    let nb = (P.n + 31u) >> 5u;
-    let last = select(nb, nb - 1u, CONTROL == 1u);
-    var seg = 0.0;
+    let stride = (((P.n + 31u) >> 5u) + 7u) >> 3u;
+    let nseg = (hm_last() + 7u) >> 3u;
     var total = 0.0;
-    for (var b0 = 0u; b0 < last; b0 += HM_CHUNK) {
-        let cnt = min(HM_CHUNK, last - b0);
-        for (var t = lid; t < nsum * cnt; t += 256u) {
-            let s = t / cnt;
-            let b = b0 + t - s * cnt;
-            let lo = b * 32u;
-            let len = min(32u, P.n - lo);
-            var acc = 0.0;
-            for (var q = 0u; q < len; q++) {
-                let i = lo + select(q, len - 1u - q, CONTROL == 2u);
-                let xv = h[xb + i];
-                var wv = xv;
-                if (s < nmix) { wv = hc_fn[s * P.n + i]; }
-                if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = acc + mul_rn(xv, wv); }
-            }
-            hm_blocks[s * HM_CHUNK + b - b0] = acc;
-        }
-        workgroupBarrier();
-        if (lid < nsum) {
-            for (var b = b0; b < b0 + cnt; b++) {
-                seg = seg + hm_blocks[lid * HM_CHUNK + b - b0];
-                if ((b & 7u) == 7u || b + 1u == last) {
-                    total = total + seg;
-                    seg = 0.0;
-                }
-            }
-        }
-        workgroupBarrier();
+    if (lid < nsum) {
+        for (var j = 0u; j < nseg; j++) { total = total + seg[(row * nsum + lid) * stride + j]; }
     }
     if (lid < nsum) { hm_totals[lid] = total; }
     workgroupBarrier();

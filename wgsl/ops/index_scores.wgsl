@@ -1,4 +1,4 @@
-// Indexer scores per (row, key): dot_h = bf16(canonical sum over dim of q_h*k), term_h = bf16(relu(dot_h)*w_h), score = bf16(canonical sum of term_h over heads ascending); = kernels::indexer::scores_row.
+// Indexer scores per (row, key), a thread per (key, head) then a thread per key over heads: dot_h = bf16(canonical sum over dim of q_h*k), term_h = bf16(relu(dot_h)*w_h), score = bf16(canonical sum of term_h over heads ascending); = kernels::indexer::scores_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -30,33 +30,43 @@ fn head_dot(qo: u32, ko: u32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+var<workgroup> terms: array<f32, 256>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     LS_ZERO = P.zero;
-    let t = gid.x;
-    let row = gid.y;
-    if (t >= P.t) { return; }
-    let o = row * P.t + t;
-    if (CONTROL == 4u && o == P.s * P.t - 1u) { return; }
-    if (t >= visible[row]) {
-        scores[o] = -ls_inf();
-        return;
-    }
+    let row = wid.y;
+    let kpw = 256u / P.heads;
+    let kl = lid / P.heads;
+    let h = lid - kl * P.heads;
+    let t = wid.x * kpw + kl;
     var wrow = row;
     if (CONTROL == 3u) { wrow = min(row + 1u, P.s - 1u); }
-    var total = 0.0;
-    var seg = 0.0;
-    var acc = 0.0;
-    for (var h = 0u; h < P.heads; h++) {
+    if (kl < kpw && t < P.t && t < visible[row]) {
         var dot = head_dot((row * P.heads + h) * P.dim, t * P.dim);
         if (CONTROL != 5u) { dot = round_bf16(dot); }
         var wh = w[wrow * P.heads + h];
         if (CONTROL == 6u && h == 0u) { wh = 1.0; }
-        acc = acc + round_bf16(select(0.0, dot, dot > 0.0) * wh);
-        if ((h & 31u) == 31u || h + 1u == P.heads) {
+        terms[lid] = round_bf16(select(0.0, dot, dot > 0.0) * wh);
+    }
+    workgroupBarrier();
+    let tk = wid.x * kpw + lid;
+    if (lid >= kpw || tk >= P.t) { return; }
+    let o = row * P.t + tk;
+    if (CONTROL == 4u && o == P.s * P.t - 1u) { return; }
+    if (tk >= visible[row]) {
+        scores[o] = -ls_inf();
+        return;
+    }
+    var total = 0.0;
+    var seg = 0.0;
+    var acc = 0.0;
+    for (var hh = 0u; hh < P.heads; hh++) {
+        acc = acc + terms[lid * P.heads + hh];
+        if ((hh & 31u) == 31u || hh + 1u == P.heads) {
             seg = seg + acc;
             acc = 0.0;
-            if (((h >> 5u) & 7u) == 7u || h + 1u == P.heads) {
+            if (((hh >> 5u) & 7u) == 7u || hh + 1u == P.heads) {
                 total = total + seg;
                 seg = 0.0;
             }
