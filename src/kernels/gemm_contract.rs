@@ -1,5 +1,6 @@
 //! Contract registrations of the three GEMM formats: shapes, random and edge inputs, controls.
 use super::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
+use super::gemm_grouped::{self, GroupedArgs};
 use super::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, words};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
 use crate::gpu::{Gpu, GpuError, Recorder};
@@ -53,7 +54,7 @@ impl Kernel for GemmKernel {
     }
 
     fn variants(&self) -> &'static [&'static str] {
-        &["ref", "gemv", "tiled"]
+        &["ref", "gemv", "tiled", "grouped"]
     }
 
     fn supports(&self, variant: &str, case: &Case) -> bool {
@@ -162,9 +163,16 @@ impl Kernel for GemmKernel {
         let (w, ws) = gpu.upload_gemm_weights(&inputs.data[wi].bytes, &inputs.data[wi + 1].bytes)?;
         let words = case.rows * case.n;
         let out = poisoned(gpu, words)?;
-        let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
         let mut rec = Recorder::new(gpu);
-        gemm::record(&mut rec, &args, v, control)?;
+        if variant == "grouped" {
+            let entries = gemm_grouped::tiling(case.rows, case.n);
+            let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
+            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
+            gemm_grouped::record_grouped(&mut rec, &a, control)?;
+        } else {
+            let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
+            gemm::record(&mut rec, &args, v, control)?;
+        }
         rec.submit()?;
         read_outputs(gpu, &[(&out, words)])
     }
@@ -174,9 +182,10 @@ impl Kernel for GemmKernel {
     }
 
     fn footprint(&self, variant: &str) -> Footprint {
-        let bindings = if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        let bindings = u32::from(variant == "grouped") + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
         match variant {
             "ref" => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
+            "grouped" => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
             _ => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }

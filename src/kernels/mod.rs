@@ -3,6 +3,7 @@ pub mod attention;
 pub mod compressor;
 pub mod engram_op;
 pub mod gemm;
+pub mod gemm_grouped;
 pub mod hc;
 pub mod indexer;
 pub mod moe;

@@ -4,6 +4,7 @@ use crate::gpu::Shader;
 /// All shaders (without the library prepended).
 pub fn all() -> Vec<Shader> {
     let mut v: Vec<Shader> = super::gemm::shaders().to_vec();
+    v.extend(super::gemm_grouped::shaders());
     v.extend([super::ops::ACT_QUANT, super::ops::RMSNORM, super::ops::SWIGLU, super::ops::SOFTMAX, super::ops::SELECT]);
     v.extend(super::ops::ELEMENTWISE);
     v.extend(super::hc_contract::shaders());

@@ -1,0 +1,134 @@
+//! Grouped GEMM: one dispatch over table entries, each a block of x rows times a block of weight rows into a block of output columns (the routed experts: an entry per expert over its packed rows and its rows of the stacked weights).
+use super::gemm::WeightFormat;
+use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+
+macro_rules! grouped_shader {
+    ($kernel:literal, $fmt:literal, $table:literal) => {
+        Shader {
+            kernel: $kernel,
+            variant: "grouped",
+            source: concat!(
+                include_str!(concat!("../../wgsl/gemm/fmt_", $fmt, ".wgsl")),
+                include_str!("../../wgsl/gemm/common.wgsl"),
+                include_str!(concat!("../../wgsl/gemm/", $table, ".wgsl")),
+                include_str!("../../wgsl/gemm/grouped.wgsl")
+            ),
+        }
+    };
+}
+
+const SHADERS: [Shader; 3] =
+    [grouped_shader!("gemm_bf16", "bf16", "table4"), grouped_shader!("gemm_e4m3", "e4m3", "table6"), grouped_shader!("gemm_e2m1", "e2m1", "table6")];
+
+/// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
+pub const PART: usize = 4091;
+
+/// The three grouped shaders (one per format).
+pub fn shaders() -> [Shader; 3] {
+    SHADERS
+}
+
+/// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub w_row: usize,
+    pub first: usize,
+    pub rows: usize,
+    pub col: usize,
+    pub cols: usize,
+}
+
+impl GroupEntry {
+    /// The entry as the table's five words.
+    pub fn words(&self) -> [u32; 5] {
+        [self.w_row as u32, self.first as u32, self.rows as u32, self.col as u32, self.cols as u32]
+    }
+}
+
+/// The table words of `entries`.
+pub fn table_words(entries: &[GroupEntry]) -> Vec<u32> {
+    entries.iter().flat_map(GroupEntry::words).collect()
+}
+
+/// Device operands of one grouped GEMM.
+pub struct GroupedArgs<'a> {
+    pub fmt: WeightFormat,
+    /// Rows of x (and of out).
+    pub m: usize,
+    pub k: usize,
+    /// Activations [m, k] as f32 values; act_quant scales [m, k/32] for the scaled formats.
+    pub x: &'a Buf,
+    pub xs: Option<&'a Buf>,
+    /// Weight rows (every entry's `w_row..w_row+cols` inside) and their scales.
+    pub w: &'a Buf,
+    pub ws: Option<&'a Buf>,
+    /// Output [m, ldo] f32.
+    pub out: &'a Buf,
+    pub ldo: usize,
+    /// The entries, and the same as table words on the device.
+    pub entries: &'a [GroupEntry],
+    pub table: &'a Buf,
+}
+
+/// Records one grouped GEMM (`control` is 0 outside the contract); nothing when there are no entries.
+pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, control: u32) -> Result<(), GpuError> {
+    let shader = SHADERS[a.fmt as usize];
+    let bad = |message: String| GpuError::Shader { kernel: format!("{}/grouped", shader.kernel), message };
+    if a.entries.is_empty() {
+        return Ok(());
+    }
+    if a.entries.len() > 65535 || a.k % 32 != 0 || a.k / 32 > PART || a.table.bytes < 20 * a.entries.len() as u64 {
+        return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
+    }
+    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo) {
+        return Err(bad(format!("entry {e:?} outside x rows {} or output columns {}", a.m, a.ldo)));
+    }
+    let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
+    let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
+    let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols / 256).clamp(1, 64) as u32;
+    let groups = [(cols as u32).div_ceil(r), a.entries.len() as u32, 1];
+    let key = PipelineKey::new(shader, &[("R", f64::from(r)), ("CONTROL", f64::from(control))]);
+    let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
+    let args: Vec<Arg> = match (a.fmt, a.xs, a.ws) {
+        (WeightFormat::Bf16, _, _) => vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out), Arg::Whole(a.table)],
+        (_, Some(xs), Some(ws)) => vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), Arg::Whole(ws), Arg::Whole(a.out), Arg::Whole(a.table)],
+        _ => return Err(bad("scales missing for a scaled format".into())),
+    };
+    rec.dispatch(&key, &params, &args, groups)
+}
+
+/// Entries that tile an [m, n] GEMM into uneven row blocks (1, 2, 5, 9, ... rows) times up to three column blocks, so every offset is exercised.
+pub fn tiling(m: usize, n: usize) -> Vec<GroupEntry> {
+    let col_blocks = n.clamp(1, 3);
+    let per = n.div_ceil(col_blocks);
+    let mut entries = Vec::new();
+    let (mut first, mut size) = (0, 1);
+    while first < m {
+        let rows = size.min(m - first);
+        for c in (0..n).step_by(per.max(1)) {
+            entries.push(GroupEntry { w_row: c, first, rows, col: c, cols: per.min(n - c) });
+        }
+        first += rows;
+        size = size * 2 + 1;
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiling_covers_every_output_once() {
+        for (m, n) in [(1, 1), (4, 512), (17, 33), (70, 1), (130, 4096)] {
+            let mut seen = vec![0u8; m * n];
+            for e in tiling(m, n) {
+                assert_eq!(e.w_row, e.col);
+                for i in e.first..e.first + e.rows {
+                    (e.col..e.col + e.cols).for_each(|j| seen[i * n + j] += 1);
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{m}x{n}");
+        }
+    }
+}
