@@ -172,7 +172,7 @@ impl<E: Executor> Executor for Counted<'_, E> {
         self.add_weights(self.tensor(bias) + vl);
         self.inner.moe_route(logits, bias, bias_vl, image, p)
     }
-    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
+    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
         if self.counting {
             let picked: BTreeSet<i64> = self.inner.read(ids)?.iter().filter(|&&v| v >= 0.0).map(|&v| v as i64).collect();
             for e in &picked {
@@ -181,6 +181,6 @@ impl<E: Executor> Executor for Counted<'_, E> {
             }
             self.bytes.expert_picks += picked.len();
         }
-        self.inner.routed_experts(x, ids, w, prefix, limit)
+        self.inner.routed_experts(x, ids, w, shared, prefix, limit)
     }
 }

@@ -2,7 +2,7 @@
 use crate::bench::ceilings;
 use crate::bench_counted::{Counted, StepBytes};
 use crate::engine::{SeqState, Session};
-use crate::exec::{Executor, GpuExecutor, Out};
+use crate::exec::{Executor, GpuExecutor};
 use crate::forward::{forward_batch, LogitRows, Model, SeqInput};
 use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
@@ -118,24 +118,11 @@ fn fresh(s: &mut Bench, model: &Model) -> Result<()> {
     Ok(())
 }
 
-/// Uploads every routed expert by one 1-row GEMM each, so no timed call pays for a first upload; returns the experts touched.
+/// Uploads every layer's routed experts, so no timed call pays for a first upload; returns the experts uploaded.
 fn preload_experts(s: &mut Bench, model: &Model) -> Result<usize> {
-    let cfg = &model.cfg;
-    let xd = s.ex.inner.zeros(1, cfg.hidden_size)?;
-    let xi = s.ex.inner.zeros(1, cfg.moe_intermediate_size)?;
     let mut n = 0;
-    for plan in model.plan.iter().take(cfg.num_hidden_layers) {
-        let mut last = None;
-        for e in 0..plan.n_routed_experts {
-            let m = format!("{}.ffn.experts.{e}", plan.prefix());
-            s.ex.inner.linear(&xd, &format!("{m}.w1"), Out::F32)?;
-            s.ex.inner.linear(&xd, &format!("{m}.w3"), Out::F32)?;
-            last = Some(s.ex.inner.linear(&xi, &format!("{m}.w2"), Out::F32)?);
-            n += 1;
-        }
-        if let Some(t) = last {
-            s.ex.inner.read(&t)?;
-        }
+    for plan in model.plan.iter().take(model.cfg.num_hidden_layers).filter(|p| p.n_routed_experts > 0) {
+        n += s.ex.inner.preload_experts(&format!("{}.ffn.experts", plan.prefix()))?;
     }
     Ok(n)
 }

@@ -267,8 +267,8 @@ impl<E: Executor> Executor for Perturb<E> {
         let (ids, w) = self.inner.moe_route(logits, bias, bias_vl, image, p)?;
         Ok((ids, self.hit("moe_route", w)?))
     }
-    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.routed_experts(x, ids, w, prefix, limit)?;
+    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
+        let t = self.inner.routed_experts(x, ids, w, shared, prefix, limit)?;
         self.hit("routed_experts", t)
     }
 }

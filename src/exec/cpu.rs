@@ -263,7 +263,8 @@ impl Executor for CpuExecutor<'_> {
         m::moe_route(self, logits, (bias, bias_vl), image, p)
     }
 
-    fn routed_experts(&mut self, x: &CpuTensor, ids: &CpuTensor, w: &CpuTensor, prefix: &str, limit: f32) -> Result<CpuTensor, ExecError> {
-        m::routed_experts(self, x, ids, w, prefix, limit)
+    fn routed_experts(&mut self, x: &CpuTensor, ids: &CpuTensor, w: &CpuTensor, shared: &CpuTensor, prefix: &str, limit: f32) -> Result<CpuTensor, ExecError> {
+        let routed = m::routed_experts(self, x, ids, w, prefix, limit)?;
+        self.add(&routed, shared, Out::Bf16)
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub const FORWARD_KERNELS: &[&str] = &[
     "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16", "embed", "gather_rows", "copy_rows",
     "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index", "compress_pool",
-    "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route",
+    "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
 ];
 
 /// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
@@ -40,6 +40,8 @@ pub(crate) enum Weight {
     Gemm(go::GemmWeight),
     /// A BF16 table as stored.
     Table { buf: Buf },
+    /// Every routed expert's `[n, k]` weight of one matrix, stacked by expert id.
+    Experts(super::gpu_experts::ExpertStack),
 }
 
 /// The GPU executor over one opened device and one checkpoint.
@@ -102,6 +104,11 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     /// Dispatches submitted so far.
     pub fn dispatches(&self) -> usize {
         self.dispatches
+    }
+
+    /// Uploads every routed expert under `prefix` (`{prefix}.{e}.w1/w2/w3`) stacked for the grouped GEMMs; returns the expert count.
+    pub fn preload_experts(&mut self, prefix: &str) -> Result<usize, ExecError> {
+        super::gpu_experts::preload(self, prefix)
     }
 
     /// Device seconds of the submitted command buffers (0 without timestamp queries).
@@ -322,7 +329,7 @@ impl Executor for GpuExecutor<'_, '_> {
         gm::moe_route(self, logits, (bias, bias_vl), image, p)
     }
 
-    fn routed_experts(&mut self, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
-        gm::routed_experts(self, x, ids, w, prefix, limit)
+    fn routed_experts(&mut self, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, shared: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
+        super::gpu_experts::routed_experts(self, x, ids, w, shared, prefix, limit)
     }
 }

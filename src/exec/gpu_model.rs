@@ -1,9 +1,7 @@
 //! The GPU executor's model ops on the hc, rope, qat, compressor, indexer, attention and MoE kernel families.
 use super::cpu::check;
 use super::gpu::{GpuExecutor, GpuTensor};
-use super::gpu_ops::{add, linear_spare, swiglu_weighted, values};
-use super::gpu_rows::gather_rows;
-use super::Out;
+use super::gpu_ops::values;
 use crate::kernels::attention::{self, AttnDims};
 use crate::kernels::{compressor, engram_op, hc, indexer, moe, qat as qat_op, rope as rope_op};
 use super::{AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
@@ -177,34 +175,4 @@ pub(super) fn moe_route(ex: &mut GpuExecutor, logits: &GpuTensor, biases: (&str,
     let (ids, w) = (ex.out(logits.rows, p.k)?, ex.out(logits.rows, p.k)?);
     moe::record_moe_route(&mut ex.rec, &logits.buf, &b, &vl, &flags, &ids.buf, &w.buf, logits.rows, logits.cols, p, 0)?;
     Ok((ids, w))
-}
-
-/// Routed experts: expert ids read back (the one value the host needs), then per expert ascending: gather its rows and route weights, `w2(swiglu(w1 x, w3 x) * weight)` with bf16 at each reference rounding point, scattered over a zero row into `[S, d]` and added in f32 (adding +0.0 leaves the other rows' bits alone).
-pub(super) fn routed_experts(ex: &mut GpuExecutor, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
-    check(ids.rows == x.rows && (w.rows, w.cols) == (ids.rows, ids.cols), "routed_experts", || format!("x rows {}, ids [{}, {}]", x.rows, ids.rows, ids.cols))?;
-    let host_ids = ex.values_of(ids)?;
-    let (s, k) = (ids.rows, ids.cols);
-    let mut experts: Vec<usize> = host_ids.iter().filter(|v| **v >= 0.0).map(|&e| e as usize).collect();
-    experts.sort_unstable();
-    experts.dedup();
-    let mut y = ex.alloc(s, x.cols, s)?;
-    let w_flat = GpuTensor { buf: w.buf.clone(), rows: s * k, cols: 1 };
-    for e in experts {
-        let picks: Vec<(usize, usize)> = (0..s).filter_map(|i| host_ids[i * k..(i + 1) * k].iter().position(|&v| v as usize == e).map(|j| (i, j))).collect();
-        let m = picks.len();
-        let module = format!("{prefix}.{e}");
-        let xg = gather_rows(ex, x, &picks.iter().map(|&(i, _)| i as u32).collect::<Vec<_>>())?;
-        let rw = gather_rows(ex, &w_flat, &picks.iter().map(|&(i, j)| (i * k + j) as u32).collect::<Vec<_>>())?;
-        let g = linear_spare(ex, &xg, &format!("{module}.w1"), Out::Bf16, 0)?;
-        let u = linear_spare(ex, &xg, &format!("{module}.w3"), Out::Bf16, 0)?;
-        let a = swiglu_weighted(ex, &g, &u, &rw.buf, limit)?;
-        let o = linear_spare(ex, &a, &format!("{module}.w2"), Out::Bf16, 1)?;
-        check(o.cols == x.cols, "routed_experts", || format!("{module}.w2 gives {} outputs for rows of {}", o.cols, x.cols))?;
-        let mut slot = vec![m as u32; s];
-        picks.iter().enumerate().for_each(|(r, &(i, _))| slot[i] = r as u32);
-        let with_zero = GpuTensor { buf: o.buf.clone(), rows: m + 1, cols: o.cols };
-        let full = gather_rows(ex, &with_zero, &slot)?;
-        y = add(ex, &y, &full, Out::F32)?;
-    }
-    Ok(y)
 }

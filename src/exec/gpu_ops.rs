@@ -34,7 +34,7 @@ pub(crate) struct GemmWeight {
 }
 
 /// The kernel name of a GEMM format.
-fn gemm_kernel(fmt: WeightFormat) -> &'static str {
+pub(crate) fn gemm_kernel(fmt: WeightFormat) -> &'static str {
     match fmt {
         WeightFormat::Bf16 => "gemm_bf16",
         WeightFormat::E4m3 => "gemm_e4m3",
@@ -133,7 +133,7 @@ fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m:
 }
 
 /// Records act_quant of x: (e4m3 values, scales).
-fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecError> {
+pub(crate) fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecError> {
     ex.need("linear", "act_quant")?;
     let (m, k) = (x.rows, x.cols);
     if let Some((xb, dims, q, s)) = &ex.quant {

@@ -3,6 +3,7 @@ pub mod cpu;
 mod cpu_model;
 pub mod gpu;
 mod gpu_model;
+mod gpu_experts;
 mod gpu_ops;
 mod gpu_pool;
 mod gpu_rows;
@@ -139,6 +140,6 @@ pub trait Executor {
 
     /// Router of gate logits `[S, E]` with the F32 selection bias `bias`, or `bias_vl` on rows marked `image`: (expert ids `[S, k]` as f32, weights `[S, k]`).
     fn moe_route(&mut self, logits: &Self::Tensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(Self::Tensor, Self::Tensor), ExecError>;
-    /// Routed experts `{prefix}.{e}.{w1,w2,w3}` of x `[S, d]` by ids and weights, summed per row by ascending expert id from +0.0; f32 out.
-    fn routed_experts(&mut self, x: &Self::Tensor, ids: &Self::Tensor, w: &Self::Tensor, prefix: &str, limit: f32) -> Result<Self::Tensor, ExecError>;
+    /// Routed experts `{prefix}.{e}.{w1,w2,w3}` of x `[S, d]` by ids and weights, summed per row by ascending expert id from +0.0, then `shared` `[S, d]` added; bf16 out.
+    fn routed_experts(&mut self, x: &Self::Tensor, ids: &Self::Tensor, w: &Self::Tensor, shared: &Self::Tensor, prefix: &str, limit: f32) -> Result<Self::Tensor, ExecError>;
 }

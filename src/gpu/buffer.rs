@@ -103,6 +103,13 @@ impl Gpu {
         self.queue.write_buffer(&buf.buffer, 0, &bytes);
     }
 
+    /// Writes bytes at `offset` (a multiple of 4) of a buffer, zero-padded to 4 bytes.
+    pub fn write_at(&self, buf: &Buf, offset: u64, data: &[u8]) {
+        let mut bytes = data.to_vec();
+        bytes.resize(data.len().div_ceil(4) * 4, 0);
+        self.queue.write_buffer(&buf.buffer, offset, &bytes);
+    }
+
     /// Copies a buffer back to the host (waits for the device; host time outside the wait counts as `read`).
     pub fn read(&self, buf: &Buf) -> Result<Vec<u8>, GpuError> {
         let t0 = std::time::Instant::now();

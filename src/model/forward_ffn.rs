@@ -13,12 +13,11 @@ pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, i
     let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), bias_vl.as_deref(), image, &m.route(plan))?;
     tap(ex, taps, format!("L{l}.ffn.gate_idx"), &ids)?;
     tap(ex, taps, format!("L{l}.ffn.gate_w"), &w)?;
-    let routed = ex.routed_experts(x, &ids, &w, &format!("{f}.experts"), limit)?;
     let g = ex.linear(x, &format!("{f}.shared_experts.w1"), Out::Bf16)?;
     let u = ex.linear(x, &format!("{f}.shared_experts.w3"), Out::Bf16)?;
     let a = ex.swiglu(&g, &u, limit)?;
     let shared = ex.linear(&a, &format!("{f}.shared_experts.w2"), Out::Bf16)?;
-    let y = ex.add(&routed, &shared, Out::Bf16)?;
+    let y = ex.routed_experts(x, &ids, &w, &shared, &format!("{f}.experts"), limit)?;
     tap(ex, taps, format!("L{l}.ffn.out"), &y)?;
     Ok(y)
 }
