@@ -233,13 +233,14 @@ fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write
     Ok(())
 }
 
-/// Prefills `context` tokens into a fresh sequence of seed `seq`; returns the greedy next token.
+/// Prefills `context` tokens into a fresh sequence of seed `seq` and frees the prefill's scratch buffers; returns the greedy next token.
 fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Result<u32> {
     fresh(s, model)?;
     let mut last = Vec::new();
     for part in tokens(context.max(1), model.cfg.vocab_size, seq).chunks(2048) {
         last = timed_call(s, part)?.1;
     }
+    s.ex.inner.release_scratch()?;
     Ok(argmax(&last))
 }
 

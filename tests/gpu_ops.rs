@@ -119,32 +119,33 @@ fn the_executor_refuses_kernels_outside_its_registry_with_an_error() {
 }
 
 #[test]
-fn grouped_routed_experts_equal_the_oracle_whole_and_split_into_stack_parts() {
+fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split_into_stack_parts() {
     let t = tiny();
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
     let mut c = CpuExecutor::new(&t.ckpt);
     let (d, k, experts) = (t.cfg.hidden_size, t.cfg.num_experts_per_tok, t.cfg.n_routed_experts);
-    let rows = 9;
-    let x = randn(rows, d, 11);
-    let shared = randn(rows, d, 12);
-    let ids: Vec<f32> = (0..rows * k).map(|i| ((i * 5 + i / k) % experts) as f32).collect();
-    let w: Vec<f32> = (0..rows * k).map(|i| round_bf16(0.25 + (i % 7) as f32 * 0.1)).collect();
-    let prefix = "layers.1.ffn.experts";
-    let (xt, it, wt, st) = (c.upload(rows, d, &x).unwrap(), c.upload(rows, k, &ids).unwrap(), c.upload(rows, k, &w).unwrap(), c.upload(rows, d, &shared).unwrap());
-    let want = c.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("cpu").data;
-    let expert_bytes = t.ckpt.get(&format!("{prefix}.0.w1.weight")).expect("w1").bytes.len() as u64;
-    for split in [None, Some(2 * expert_bytes)] {
-        let mut g = GpuExecutor::new(&gpu, &t.ckpt);
-        if let Some(b) = split {
-            g = g.split_at(b);
+    for rows in [9, 40] {
+        let x = randn(rows, d, 11);
+        let shared = randn(rows, d, 12);
+        let ids: Vec<f32> = (0..rows * k).map(|i| ((i * 5 + i / k) % experts) as f32).collect();
+        let w: Vec<f32> = (0..rows * k).map(|i| round_bf16(0.25 + (i % 7) as f32 * 0.1)).collect();
+        let prefix = "layers.1.ffn.experts";
+        let (xt, it, wt, st) = (c.upload(rows, d, &x).unwrap(), c.upload(rows, k, &ids).unwrap(), c.upload(rows, k, &w).unwrap(), c.upload(rows, d, &shared).unwrap());
+        let want = c.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("cpu").data;
+        let expert_bytes = t.ckpt.get(&format!("{prefix}.0.w1.weight")).expect("w1").bytes.len() as u64;
+        for split in [None, Some(2 * expert_bytes)] {
+            let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+            if let Some(b) = split {
+                g = g.split_at(b);
+            }
+            let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
+            let y = g.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("gpu routed experts");
+            assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv and tiled entries), binding limit {split:?}");
+            let mut bad = ids.clone();
+            bad[3] = experts as f32;
+            let bt = g.upload(rows, k, &bad).unwrap();
+            let err = g.routed_experts(&xt, &bt, &wt, &st, prefix, 10.0).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("outside"), "an expert id past the last expert is an error: {err}");
         }
-        let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
-        let y = g.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("gpu routed experts");
-        assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, binding limit {split:?}");
-        let mut bad = ids.clone();
-        bad[3] = experts as f32;
-        let bt = g.upload(rows, k, &bad).unwrap();
-        let err = g.routed_experts(&xt, &bt, &wt, &st, prefix, 10.0).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("outside"), "an expert id past the last expert is an error: {err}");
     }
 }

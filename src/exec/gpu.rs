@@ -111,6 +111,13 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         super::gpu_experts::preload(self, prefix)
     }
 
+    /// Submits pending work and frees every scratch buffer no tensor holds.
+    pub fn release_scratch(&mut self) -> Result<(), ExecError> {
+        self.flush()?;
+        self.pool.release_free();
+        Ok(())
+    }
+
     /// Device seconds of the submitted command buffers (0 without timestamp queries).
     pub fn device_seconds(&self) -> f64 {
         self.device_seconds

@@ -6,7 +6,8 @@ use super::gpu_rows::gather_rows;
 use super::{ExecError, Out};
 use crate::gpu::Buf;
 use crate::kernels::gemm::{self, WeightFormat};
-use crate::kernels::gemm_grouped::{self, GroupEntry, GroupedArgs};
+use crate::kernels::gemm::GEMV_MAX_ROWS;
+use crate::kernels::gemm_grouped::{self, GroupEntry, GroupedArgs, TILE_ROWS};
 use crate::kernels::moe;
 use crate::kernels::moe::pack_routes;
 use crate::model::Dtype;
@@ -104,11 +105,14 @@ fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, groups:
     check(x.cols == st.k, "routed_experts", || format!("the stack takes {} inputs, the rows have {}", st.k, x.cols))?;
     let y = ex.out(x.rows, st.n)?;
     let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
+    let tiled = groups.iter().any(|g| g.2 > GEMV_MAX_ROWS);
+    let tile = if tiled { TILE_ROWS } else { usize::MAX };
     for p in &st.parts {
         let entries: Vec<GroupEntry> = groups
             .iter()
             .filter(|g| (p.e0..p.e1).contains(&(g.0 as usize)))
-            .map(|&(e, first, rows)| GroupEntry { w_row: (e as usize - p.e0) * st.n, first, rows, col: 0, cols: st.n })
+            .flat_map(|&(e, first, rows)| (0..rows).step_by(tile).map(move |r| (e, first + r, (rows - r).min(tile))))
+            .map(|(e, first, rows)| GroupEntry { w_row: (e as usize - p.e0) * st.n, first, rows, col: 0, cols: st.n })
             .collect();
         if entries.is_empty() {
             continue;
@@ -119,7 +123,7 @@ fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, groups:
             None => (&x.buf, None),
         };
         let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &entries, table: &table };
-        gemm_grouped::record_grouped(&mut ex.rec, &a, 0)?;
+        gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, 0)?;
     }
     round_out(ex, y, out, 0)
 }

@@ -49,6 +49,14 @@ impl Pool {
         Ok(buf)
     }
 
+    /// Drops every free buffer (after a long prefill, so decode does not pay for freeing its scratch later).
+    pub(crate) fn release_free(&mut self) {
+        self.sizes.retain(|_, list| {
+            list.retain(|e| !e.buf.is_unshared());
+            !list.is_empty()
+        });
+    }
+
     /// Counts one flush and drops free buffers not handed out during the last `KEEP_FLUSHES` flushes.
     pub(crate) fn flushed(&mut self) {
         self.flushes += 1;

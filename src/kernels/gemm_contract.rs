@@ -54,7 +54,7 @@ impl Kernel for GemmKernel {
     }
 
     fn variants(&self) -> &'static [&'static str] {
-        &["ref", "gemv", "tiled", "grouped"]
+        &["ref", "gemv", "tiled", "grouped", "grouped_tiled"]
     }
 
     fn supports(&self, variant: &str, case: &Case) -> bool {
@@ -164,11 +164,12 @@ impl Kernel for GemmKernel {
         let words = case.rows * case.n;
         let out = poisoned(gpu, words)?;
         let mut rec = Recorder::new(gpu);
-        if variant == "grouped" {
-            let entries = gemm_grouped::tiling(case.rows, case.n);
+        if variant.starts_with("grouped") {
+            let tiled = variant == "grouped_tiled";
+            let entries = gemm_grouped::tiling(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
             let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
-            gemm_grouped::record_grouped(&mut rec, &a, control)?;
+            gemm_grouped::record_grouped(&mut rec, &a, tiled, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
             gemm::record(&mut rec, &args, v, control)?;
@@ -182,10 +183,11 @@ impl Kernel for GemmKernel {
     }
 
     fn footprint(&self, variant: &str) -> Footprint {
-        let bindings = u32::from(variant == "grouped") + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        let bindings = u32::from(variant.starts_with("grouped")) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
         match variant {
             "ref" => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             "grouped" => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
+            "grouped_tiled" => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
             _ => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }

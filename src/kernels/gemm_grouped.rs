@@ -3,29 +3,42 @@ use super::gemm::WeightFormat;
 use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 
 macro_rules! grouped_shader {
-    ($kernel:literal, $fmt:literal, $table:literal) => {
+    ($kernel:literal, $fmt:literal, $table:literal, $variant:literal) => {
         Shader {
             kernel: $kernel,
-            variant: "grouped",
+            variant: $variant,
             source: concat!(
                 include_str!(concat!("../../wgsl/gemm/fmt_", $fmt, ".wgsl")),
                 include_str!("../../wgsl/gemm/common.wgsl"),
                 include_str!(concat!("../../wgsl/gemm/", $table, ".wgsl")),
-                include_str!("../../wgsl/gemm/grouped.wgsl")
+                include_str!(concat!("../../wgsl/gemm/", $variant, ".wgsl"))
             ),
         }
     };
 }
 
-const SHADERS: [Shader; 3] =
-    [grouped_shader!("gemm_bf16", "bf16", "table4"), grouped_shader!("gemm_e4m3", "e4m3", "table6"), grouped_shader!("gemm_e2m1", "e2m1", "table6")];
+const SHADERS: [[Shader; 3]; 2] = [
+    [
+        grouped_shader!("gemm_bf16", "bf16", "table4", "grouped"),
+        grouped_shader!("gemm_e4m3", "e4m3", "table6", "grouped"),
+        grouped_shader!("gemm_e2m1", "e2m1", "table6", "grouped"),
+    ],
+    [
+        grouped_shader!("gemm_bf16", "bf16", "table4", "grouped_tiled"),
+        grouped_shader!("gemm_e4m3", "e4m3", "table6", "grouped_tiled"),
+        grouped_shader!("gemm_e2m1", "e2m1", "table6", "grouped_tiled"),
+    ],
+];
+
+/// Most rows of one entry of the tiled grouped variant.
+pub const TILE_ROWS: usize = 64;
 
 /// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
 pub const PART: usize = 4091;
 
-/// The three grouped shaders (one per format).
-pub fn shaders() -> [Shader; 3] {
-    SHADERS
+/// The six grouped shaders (format x {grouped, grouped_tiled}).
+pub fn shaders() -> [Shader; 6] {
+    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2]]
 }
 
 /// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`.
@@ -70,41 +83,52 @@ pub struct GroupedArgs<'a> {
     pub table: &'a Buf,
 }
 
-/// Records one grouped GEMM (`control` is 0 outside the contract); nothing when there are no entries.
-pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, control: u32) -> Result<(), GpuError> {
-    let shader = SHADERS[a.fmt as usize];
-    let bad = |message: String| GpuError::Shader { kernel: format!("{}/grouped", shader.kernel), message };
+/// Records one grouped GEMM, 64x64 tiles when `tiled` (entries of at most `TILE_ROWS` rows) (`control` is 0 outside the contract); nothing when there are no entries.
+pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, control: u32) -> Result<(), GpuError> {
+    let shader = SHADERS[usize::from(tiled)][a.fmt as usize];
+    let bad = |message: String| GpuError::Shader { kernel: format!("{}/{}", shader.kernel, shader.variant), message };
     if a.entries.is_empty() {
         return Ok(());
     }
     if a.entries.len() > 65535 || a.k % 32 != 0 || a.k / 32 > PART || a.table.bytes < 20 * a.entries.len() as u64 {
         return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
     }
-    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo) {
-        return Err(bad(format!("entry {e:?} outside x rows {} or output columns {}", a.m, a.ldo)));
+    let max_rows = if tiled { TILE_ROWS } else { usize::MAX };
+    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows) {
+        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, or outside x rows {} or output columns {}", a.m, a.ldo)));
     }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
+    if tiled {
+        let groups = [(cols as u32).div_ceil(64), a.entries.len() as u32, 1];
+        let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
+        let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
+        return rec.dispatch(&key, &params, &args(a)?, groups);
+    }
     let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols / 256).clamp(1, 64) as u32;
     let groups = [(cols as u32).div_ceil(r), a.entries.len() as u32, 1];
     let key = PipelineKey::new(shader, &[("R", f64::from(r)), ("CONTROL", f64::from(control))]);
     let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
-    let args: Vec<Arg> = match (a.fmt, a.xs, a.ws) {
-        (WeightFormat::Bf16, _, _) => vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out), Arg::Whole(a.table)],
-        (_, Some(xs), Some(ws)) => vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), Arg::Whole(ws), Arg::Whole(a.out), Arg::Whole(a.table)],
-        _ => return Err(bad("scales missing for a scaled format".into())),
-    };
-    rec.dispatch(&key, &params, &args, groups)
+    rec.dispatch(&key, &params, &args(a)?, groups)
 }
 
-/// Entries that tile an [m, n] GEMM into uneven row blocks (1, 2, 5, 9, ... rows) times up to three column blocks, so every offset is exercised.
-pub fn tiling(m: usize, n: usize) -> Vec<GroupEntry> {
+/// The bindings of a grouped GEMM: the format's operands, then the table.
+fn args<'a>(a: &GroupedArgs<'a>) -> Result<Vec<Arg<'a>>, GpuError> {
+    match (a.fmt, a.xs, a.ws) {
+        (WeightFormat::Bf16, _, _) => Ok(vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out), Arg::Whole(a.table)]),
+        (_, Some(xs), Some(ws)) => Ok(vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), Arg::Whole(ws), Arg::Whole(a.out), Arg::Whole(a.table)]),
+        _ => Err(GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() }),
+    }
+}
+
+/// Entries that tile an [m, n] GEMM into uneven row blocks (1, 3, 7, 15, ... rows, at most `max_rows`) times up to three column blocks, so every offset is exercised.
+pub fn tiling(m: usize, n: usize, max_rows: usize) -> Vec<GroupEntry> {
     let col_blocks = n.clamp(1, 3);
     let per = n.div_ceil(col_blocks);
     let mut entries = Vec::new();
     let (mut first, mut size) = (0, 1);
     while first < m {
-        let rows = size.min(m - first);
+        let rows = size.min(m - first).min(max_rows);
         for c in (0..n).step_by(per.max(1)) {
             entries.push(GroupEntry { w_row: c, first, rows, col: c, cols: per.min(n - c) });
         }
@@ -120,9 +144,10 @@ mod tests {
 
     #[test]
     fn tiling_covers_every_output_once() {
-        for (m, n) in [(1, 1), (4, 512), (17, 33), (70, 1), (130, 4096)] {
+        for (m, n, cap) in [(1, 1, 64), (4, 512, 64), (17, 33, 5), (70, 1, 64), (130, 4096, 64), (300, 70, usize::MAX)] {
             let mut seen = vec![0u8; m * n];
-            for e in tiling(m, n) {
+            for e in tiling(m, n, cap) {
+                assert!(e.rows <= cap);
                 assert_eq!(e.w_row, e.col);
                 for i in e.first..e.first + e.rows {
                     (e.col..e.col + e.cols).for_each(|j| seen[i * n + j] += 1);
