@@ -1,4 +1,4 @@
-// RMSNorm y = w * (x * rsqrt(mean(x^2) + eps)): squares unfused, canonical sum, times host 1/D; = kernels::ops::rmsnorm.
+// RMSNorm y = w * (x * rsqrt(mean(x^2) + eps)): squares unfused, canonical sum (a thread per block of 32, then per segment of 8 blocks), times host 1/D; = kernels::ops::rmsnorm.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, d: u32, inv_d: f32, eps: f32, bf16_out: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -15,17 +15,25 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     if (CONTROL == 5u) { src = min(row + 1u, P.m - 1u); }
     let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
-    for (var s = lid; s < nseg; s += 256u) {
-        var seg = 0.0;
-        for (var b = s * 8u; b < min(s * 8u + 8u, last); b++) {
-            var acc = 0.0;
+    let chunks = (nb + 255u) >> 8u;
+    for (var c = 0u; c < chunks; c++) {
+        let b = c * 256u + lid;
+        var acc = 0.0;
+        if (b < last) {
             for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
                 let v = x[src * P.d + i];
                 if (CONTROL == 3u) { acc = acc + v * v; } else { acc = acc + mul_rn(v, v); }
             }
-            seg = seg + acc;
         }
-        red[s] = seg;
+        red_max[lid] = acc;
+        workgroupBarrier();
+        let s = c * 32u + lid;
+        if (lid < 32u && s < nseg) {
+            var seg = 0.0;
+            for (var t = lid * 8u; t < min(lid * 8u + 8u, last - c * 256u); t++) { seg = seg + red_max[t]; }
+            red[s] = seg;
+        }
+        workgroupBarrier();
     }
     let total = canonical_total(nseg, lid, CONTROL == 2u);
     let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
