@@ -110,15 +110,16 @@ fn gpu_prefill_whole_equals_chunks_of_1_7_13_64_then_decode() {
 }
 
 #[test]
-fn a_gpu_forward_records_few_command_buffers_and_reads_only_expert_ids() {
+fn a_gpu_forward_waits_for_the_device_only_to_read_expert_ids_and_logits() {
     let t = tiny();
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
     s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("warm-up");
-    let (before, dispatched) = (s.ex.submits(), s.ex.dispatches());
+    let (before, submitted, dispatched) = (s.ex.waits(), s.ex.submits(), s.ex.dispatches());
     s.run(&prompt(9)[5..], LogitRows::Last, &mut Taps::default()).expect("call");
-    let per_call = s.ex.submits() - before;
-    assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} submits for one forward of {} layers", t.cfg.num_hidden_layers);
+    let per_call = s.ex.waits() - before;
+    assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} waits for one forward of {} layers", t.cfg.num_hidden_layers);
+    assert!(s.ex.submits() - submitted >= per_call, "every wait follows a submit");
     assert!(s.ex.dispatches() - dispatched > 20 * t.cfg.num_hidden_layers, "every op runs on the device");
 }
 

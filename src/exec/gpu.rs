@@ -2,7 +2,7 @@
 use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
 use super::gpu_pool::Pool;
 use super::{gpu_model as gm, gpu_ops as go, gpu_rows as gr};
-use crate::gpu::{Buf, Gpu, Recorder};
+use crate::gpu::{Buf, Gpu, Recorder, Submitted};
 use crate::model::Checkpoint;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -13,6 +13,9 @@ pub const FORWARD_KERNELS: &[&str] = &[
     "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index", "compress_pool",
     "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
 ];
+
+/// Pending dispatches that make the executor submit without waiting.
+const PIPELINE_DISPATCHES: usize = 64;
 
 /// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
 #[derive(Clone, Debug)]
@@ -53,10 +56,13 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) weights: HashMap<String, Arc<Weight>>,
     pub(crate) limit: u64,
     submits: usize,
+    waits: usize,
     dispatches: usize,
     device_seconds: f64,
     profile: Option<BTreeMap<&'static str, KernelTime>>,
     pool: Pool,
+    /// Command buffers submitted without waiting, whose device times are read at the next wait.
+    in_flight: Vec<Submitted<'g>>,
     /// The last act_quant: its input, dims and (values, scales); linears of one activation share it until a state tensor is written in place.
     pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
 }
@@ -75,7 +81,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let sources: HashSet<&'static str> = crate::kernels::shaders::all().iter().map(|s| s.kernel).collect();
         let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new() }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -96,9 +102,14 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.gpu
     }
 
-    /// Command buffers submitted so far (each read of a value submits what was recorded before it).
+    /// Command buffers submitted so far (every `PIPELINE_DISPATCHES` dispatches, and before each read of a value).
     pub fn submits(&self) -> usize {
         self.submits
+    }
+
+    /// Times the host waited for the device so far (each read of a value waits once).
+    pub fn waits(&self) -> usize {
+        self.waits
     }
 
     /// Dispatches submitted so far.
@@ -148,15 +159,28 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         }
     }
 
-    /// Submits everything recorded so far and waits for it.
-    pub(crate) fn flush(&mut self) -> Result<(), ExecError> {
-        if self.rec.is_empty() {
+    /// Submits what was recorded without waiting once `PIPELINE_DISPATCHES` are pending, so the device runs while the host records the rest.
+    fn submit_early(&mut self) -> Result<(), ExecError> {
+        if self.profile.is_some() || self.rec.len() < PIPELINE_DISPATCHES {
             return Ok(());
         }
         let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
         self.dispatches += rec.len();
-        match self.profile.as_mut() {
-            Some(profile) => {
+        self.in_flight.push(rec.submit_async()?);
+        self.submits += 1;
+        Ok(())
+    }
+
+    /// Submits everything recorded so far and waits for it.
+    pub(crate) fn flush(&mut self) -> Result<(), ExecError> {
+        if self.rec.is_empty() && self.in_flight.is_empty() {
+            return Ok(());
+        }
+        let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
+        self.dispatches += rec.len();
+        if let Some(profile) = self.profile.as_mut() {
+            if !rec.is_empty() {
+                self.submits += 1;
                 for (kernel, t) in rec.submit_profiled()? {
                     let k = profile.entry(kernel).or_default();
                     k.dispatches += 1;
@@ -164,10 +188,18 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
                     self.device_seconds += t;
                 }
             }
-            None => self.device_seconds += rec.submit()?.unwrap_or(0.0),
+        } else if !rec.is_empty() {
+            self.in_flight.push(rec.submit_async()?);
+            self.submits += 1;
         }
+        if !self.in_flight.is_empty() {
+            self.gpu.wait()?;
+            for done in std::mem::take(&mut self.in_flight) {
+                self.device_seconds += done.device_seconds()?.unwrap_or(0.0);
+            }
+        }
+        self.waits += 1;
         self.pool.flushed();
-        self.submits += 1;
         Ok(())
     }
 
@@ -193,6 +225,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
 
     /// A pooled buffer of at least `bytes` with unspecified contents.
     pub(crate) fn scratch(&mut self, bytes: u64) -> Result<Buf, ExecError> {
+        self.submit_early()?;
         Ok(self.pool.take(self.gpu, bytes)?)
     }
 

@@ -103,6 +103,14 @@ impl<'g> Recorder<'g> {
     /// Encodes and submits everything recorded, then waits; returns the pass's device time in seconds when timestamps exist.
     pub fn submit(self) -> Result<Option<f64>, GpuError> {
         let gpu = self.gpu;
+        let done = self.submit_async()?;
+        gpu.wait()?;
+        done.device_seconds()
+    }
+
+    /// Encodes and submits everything recorded without waiting; the device time is read from the result after a later wait.
+    pub fn submit_async(self) -> Result<Submitted<'g>, GpuError> {
+        let gpu = self.gpu;
         let groups = self.bind_groups()?;
         let t0 = Instant::now();
         let stamps = gpu.has_timestamps().then(|| {
@@ -131,22 +139,15 @@ impl<'g> Recorder<'g> {
             enc.copy_buffer_to_buffer(resolve, 0, staging, 0, 16);
         }
         gpu.queue.submit([enc.finish()]);
-        let mapped = stamps.as_ref().map(|(_, _, staging)| {
+        let stamps = stamps.map(|(_, _, staging)| {
             let (tx, rx) = std::sync::mpsc::channel();
             staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r.is_ok());
             });
-            rx
+            (staging, rx)
         });
         add_since(&gpu.host.submit, t0);
-        gpu.wait()?;
-        let (Some((_, _, staging)), Some(rx)) = (stamps, mapped) else { return Ok(None) };
-        if !rx.recv().unwrap_or(false) {
-            return Err(GpuError::Map);
-        }
-        let t: [u64; 2] = bytemuck::pod_read_unaligned(&staging.get_mapped_range(..).map_err(|_| GpuError::Map)?[..16]);
-        let period = f64::from(gpu.queue.get_timestamp_period());
-        Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
+        Ok(Submitted { gpu, stamps })
     }
 
     /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).
@@ -189,6 +190,25 @@ impl<'g> Recorder<'g> {
             out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| (d.kernel, p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
         }
         Ok(out)
+    }
+}
+
+/// A submitted command buffer whose timestamps are read once the device has been waited for.
+pub struct Submitted<'g> {
+    gpu: &'g Gpu,
+    stamps: Option<(wgpu::Buffer, std::sync::mpsc::Receiver<bool>)>,
+}
+
+impl Submitted<'_> {
+    /// The pass's device seconds (None without timestamps); call after `Gpu::wait`.
+    pub fn device_seconds(self) -> Result<Option<f64>, GpuError> {
+        let Some((staging, rx)) = self.stamps else { return Ok(None) };
+        if !rx.recv().unwrap_or(false) {
+            return Err(GpuError::Map);
+        }
+        let t: [u64; 2] = bytemuck::pod_read_unaligned(&staging.get_mapped_range(..).map_err(|_| GpuError::Map)?[..16]);
+        let period = f64::from(self.gpu.queue.get_timestamp_period());
+        Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
     }
 }
 
