@@ -163,8 +163,8 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         cfg.vocab_size,
         gb(ckpt.names().filter_map(|n| ckpt.get(n)).map(|t| t.bytes.len() as u64).sum()),
     )?;
-    let (read, _, _) = ceilings(&gpu, reps.max(3))?;
-    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s")?;
+    let (read, copy, c2b) = ceilings(&gpu, reps.max(3))?;
+    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s; copy kernel: {copy:.1} GB/s (read + written); copy_buffer_to_buffer: {c2b:.1} GB/s")?;
     let t0 = Instant::now();
     let experts = preload_experts(&mut s, &model)?;
     fresh(&mut s, &model)?;
@@ -190,19 +190,22 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let rows = args.rows.max(1);
     let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
     writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
-    let t1 = t1.wall;
-    let achieved = bytes.total() as f64 / t1 / 1e9;
+    let achieved = bytes.total() as f64 / t1.wall / 1e9;
+    let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
     writeln!(
         out,
-        "decode bandwidth rows=1 context={}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB) in {:.3} ms = {achieved:.2} GB/s, {:.1}% of the stream-read ceiling {read:.1} GB/s",
+        "decode bandwidth rows=1 context={}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
         args.context,
         bytes.total() as f64 / 1e6,
         bytes.weights as f64 / 1e6,
         bytes.experts as f64 / 1e6,
         bytes.expert_picks,
         bytes.kv as f64 / 1e6,
-        t1 * 1e3,
-        100.0 * achieved / read
+        t1.wall * 1e3,
+        100.0 * achieved / copy,
+        100.0 * achieved / read,
+        t1.device * 1e3,
+        100.0 * on_device / copy
     )?;
     if args.profile {
         profile(&mut s, &model, args, out)?;
