@@ -122,10 +122,11 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         super::gpu_experts::preload(self, prefix)
     }
 
-    /// Submits pending work and frees every scratch buffer no tensor holds.
+    /// Submits pending work and frees every scratch buffer no tensor holds (and the kept bind groups that bind them).
     pub fn release_scratch(&mut self) -> Result<(), ExecError> {
         self.flush()?;
         self.pool.release_free();
+        self.gpu.clear_bind_groups();
         Ok(())
     }
 
@@ -199,7 +200,9 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
             }
         }
         self.waits += 1;
-        self.pool.flushed();
+        if self.pool.flushed() {
+            self.gpu.clear_bind_groups();
+        }
         Ok(())
     }
 

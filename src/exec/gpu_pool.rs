@@ -57,14 +57,16 @@ impl Pool {
         });
     }
 
-    /// Counts one flush and drops free buffers not handed out during the last `KEEP_FLUSHES` flushes.
-    pub(crate) fn flushed(&mut self) {
+    /// Counts one flush and drops free buffers not handed out during the last `KEEP_FLUSHES` flushes; returns whether any was dropped.
+    pub(crate) fn flushed(&mut self) -> bool {
         self.flushes += 1;
         let oldest = self.flushes.saturating_sub(KEEP_FLUSHES);
+        let before: usize = self.sizes.values().map(Vec::len).sum();
         self.sizes.retain(|_, list| {
             list.retain(|e| !e.buf.is_unshared() || e.used >= oldest);
             !list.is_empty()
         });
+        self.sizes.values().map(Vec::len).sum::<usize>() < before
     }
 }
 
@@ -84,7 +86,7 @@ mod tests {
         let c = pool.take(&gpu, 33).expect("take");
         assert!(c.bytes == 48 && gpu.read_u32(&c).expect("read").iter().all(|&w| w == POISON), "reused and poisoned");
         drop((b, c));
-        (0..=KEEP_FLUSHES).for_each(|_| pool.flushed());
-        assert!(pool.sizes.is_empty(), "idle free buffers are dropped");
+        let dropped: Vec<bool> = (0..=KEEP_FLUSHES).map(|_| pool.flushed()).collect();
+        assert!(pool.sizes.is_empty() && dropped.iter().filter(|&&d| d).count() == 1, "idle free buffers are dropped once: {dropped:?}");
     }
 }

@@ -1,5 +1,6 @@
 //! The wgpu device layer: adapter choice, buffers, the pipeline cache, the recorder, readback, timestamps.
 mod adapter;
+mod binds;
 mod buffer;
 mod pipeline;
 mod recorder;
@@ -40,6 +41,7 @@ pub struct Gpu {
     pipelines: Mutex<pipeline::Cache>,
     /// Host time spent in each phase of recording, submitting and reading back.
     pub host: HostTimes,
+    binds: Mutex<binds::Binds>,
 }
 
 /// Host nanoseconds by phase: recording dispatches, building bind groups, encoding and submitting, waiting for the device, reading buffers back.
@@ -84,7 +86,7 @@ impl Gpu {
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|source| GpuError::RequestDevice { adapter: info.name.clone(), source })?;
-        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default() })
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default() })
     }
 
     /// Short description: backend and adapter name.

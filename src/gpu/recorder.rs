@@ -1,7 +1,7 @@
 //! The recorder: many dispatches encoded into one command buffer, submitted once, optionally timed.
+use super::binds::{BindKey, Uniform, UNIFORM_BYTES};
 use super::{add_since, Buf, Gpu, GpuError, PipelineKey};
 use std::time::Instant;
-use wgpu::util::DeviceExt;
 
 /// One storage binding of a dispatch: a whole buffer or a byte range of one.
 #[derive(Clone, Copy, Debug)]
@@ -58,36 +58,51 @@ impl<'g> Recorder<'g> {
         Ok(())
     }
 
-    /// The bind group of every dispatch over one uniform buffer holding all their parameters.
-    fn bind_groups(&self) -> Result<Vec<wgpu::BindGroup>, GpuError> {
+    /// The bind group of every dispatch over one uniform buffer holding all their parameters (kept bind groups where the uniform buffer is a kept one).
+    fn bind_groups(&self) -> Result<(Vec<wgpu::BindGroup>, Uniform), GpuError> {
         let t0 = Instant::now();
-        let device = &self.gpu.device;
+        let gpu = self.gpu;
         let mut words = self.words.clone();
         words.resize(words.len().max(4), 0);
-        let uniform = device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: bytemuck::cast_slice(&words), usage: wgpu::BufferUsages::UNIFORM });
+        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let kept = bytes.len() as u64 <= UNIFORM_BYTES;
+        let uniform = if kept { gpu.uniform(bytes) } else { gpu.uniform_once(bytes) };
         let mut out = Vec::with_capacity(self.dispatches.len());
         for d in &self.dispatches {
-            let (offset, size) = d.params;
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &uniform, offset, size: wgpu::BufferSize::new(size) }),
-            }];
-            for (i, (b, range)) in d.bound.iter().enumerate() {
-                let resource = match *range {
-                    None => b.buffer.as_entire_binding(),
-                    Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &b.buffer, offset, size: wgpu::BufferSize::new(size) }),
-                };
-                entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
-            }
-            let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.get_bind_group_layout(0), entries: &entries });
-            if let Some(e) = pollster::block_on(scope.pop()) {
-                return Err(GpuError::Shader { kernel: format!("{}/{}", d.kernel, d.variant), message: e.to_string() });
-            }
+            let make = || self.make_bind_group(d, &uniform.buffer);
+            let group = if kept {
+                let bound = d.bound.iter().map(|(b, r)| (b.buffer.clone(), *r)).collect();
+                gpu.bind_group(BindKey { pipeline: d.pipeline.clone(), uniform: uniform.buffer.clone(), params: d.params, bound }, make)?
+            } else {
+                make()?
+            };
             out.push(group);
         }
-        add_since(&self.gpu.host.bind, t0);
-        Ok(out)
+        add_since(&gpu.host.bind, t0);
+        Ok((out, uniform))
+    }
+
+    /// A new bind group of one dispatch over `uniform`.
+    fn make_bind_group(&self, d: &Dispatch, uniform: &wgpu::Buffer) -> Result<wgpu::BindGroup, GpuError> {
+        let device = &self.gpu.device;
+        let (offset, size) = d.params;
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: uniform, offset, size: wgpu::BufferSize::new(size) }),
+        }];
+        for (i, (b, range)) in d.bound.iter().enumerate() {
+            let resource = match *range {
+                None => b.buffer.as_entire_binding(),
+                Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &b.buffer, offset, size: wgpu::BufferSize::new(size) }),
+            };
+            entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
+        }
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.get_bind_group_layout(0), entries: &entries });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(GpuError::Shader { kernel: format!("{}/{}", d.kernel, d.variant), message: e.to_string() });
+        }
+        Ok(group)
     }
 
     /// Number of dispatches recorded.
@@ -111,7 +126,7 @@ impl<'g> Recorder<'g> {
     /// Encodes and submits everything recorded without waiting; the device time is read from the result after a later wait.
     pub fn submit_async(self) -> Result<Submitted<'g>, GpuError> {
         let gpu = self.gpu;
-        let groups = self.bind_groups()?;
+        let (groups, uniform) = self.bind_groups()?;
         let t0 = Instant::now();
         let stamps = gpu.has_timestamps().then(|| {
             let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
@@ -147,7 +162,7 @@ impl<'g> Recorder<'g> {
             (staging, rx)
         });
         add_since(&gpu.host.submit, t0);
-        Ok(Submitted { gpu, stamps })
+        Ok(Submitted { gpu, stamps, _uniform: uniform })
     }
 
     /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).
@@ -157,7 +172,7 @@ impl<'g> Recorder<'g> {
             self.submit()?;
             return Ok(Vec::new());
         }
-        let groups = self.bind_groups()?;
+        let (groups, _uniform) = self.bind_groups()?;
         let mut out = Vec::with_capacity(self.dispatches.len());
         for (chunk, chunk_groups) in self.dispatches.chunks(PROFILE_CHUNK).zip(groups.chunks(PROFILE_CHUNK)) {
             let count = 2 * chunk.len() as u32;
@@ -197,6 +212,8 @@ impl<'g> Recorder<'g> {
 pub struct Submitted<'g> {
     gpu: &'g Gpu,
     stamps: Option<(wgpu::Buffer, std::sync::mpsc::Receiver<bool>)>,
+    /// The parameters' uniform buffer, kept from reuse until the submit is waited for.
+    _uniform: Uniform,
 }
 
 impl Submitted<'_> {
