@@ -83,8 +83,9 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
         CpuTensor { rows: i.rows, cols: 2 * i.cols, data: (0..i.rows).flat_map(|r| i.row(r).iter().chain(w.row(r)).copied().collect::<Vec<_>>()).collect() }
     });
     let (ids, rw) = ex.moe_route(&logits, "layers.3.ffn.gate.bias", None, &[false; 9], &route).expect("route");
+    let shared = t(n, x.cols, 12, 1.0);
     row_independent("routed_experts", n, |a, b| {
-        ex.routed_experts(&rows(&x, a, b), &rows(&ids, a, b), &rows(&rw, a, b), "layers.3.ffn.experts", model.swiglu_limit()).expect("experts")
+        ex.routed_experts(&rows(&x, a, b), &rows(&ids, a, b), &rows(&rw, a, b), &rows(&shared, a, b), "layers.3.ffn.experts", model.swiglu_limit()).expect("experts")
     });
 }
 

@@ -53,23 +53,25 @@ impl GemmVariant {
 }
 
 macro_rules! gemm_shader {
-    ($kernel:literal, $fmt:literal, $variant:literal) => {
+    ($kernel:literal, $fmt:literal, $variant:literal $(, $part:literal)*) => {
         Shader {
             kernel: $kernel,
             variant: $variant,
             source: concat!(
                 include_str!(concat!("../../wgsl/gemm/fmt_", $fmt, ".wgsl")),
                 include_str!("../../wgsl/gemm/common.wgsl"),
+                $(include_str!(concat!("../../wgsl/gemm/", $part, ".wgsl")),)*
                 include_str!(concat!("../../wgsl/gemm/", $variant, ".wgsl"))
             ),
         }
     };
 }
+pub(crate) use gemm_shader;
 
 const SHADERS: [[Shader; 3]; 3] = [
-    [gemm_shader!("gemm_bf16", "bf16", "ref"), gemm_shader!("gemm_bf16", "bf16", "gemv"), gemm_shader!("gemm_bf16", "bf16", "tiled")],
-    [gemm_shader!("gemm_e4m3", "e4m3", "ref"), gemm_shader!("gemm_e4m3", "e4m3", "gemv"), gemm_shader!("gemm_e4m3", "e4m3", "tiled")],
-    [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv"), gemm_shader!("gemm_e2m1", "e2m1", "tiled")],
+    [gemm_shader!("gemm_bf16", "bf16", "ref"), gemm_shader!("gemm_bf16", "bf16", "gemv"), gemm_shader!("gemm_bf16", "bf16", "tiled", "tile")],
+    [gemm_shader!("gemm_e4m3", "e4m3", "ref"), gemm_shader!("gemm_e4m3", "e4m3", "gemv"), gemm_shader!("gemm_e4m3", "e4m3", "tiled", "tile")],
+    [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "tile")],
 ];
 
 /// The nine GEMM shaders (format x variant).
@@ -138,12 +140,17 @@ pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u
     constants.push(("CONTROL", f64::from(control)));
     let key = PipelineKey::new(shader, &constants);
     let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0]];
-    let args: Vec<Arg> = match (a.fmt, a.xs, a.ws) {
-        (WeightFormat::Bf16, _, _) => vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out)],
-        (_, Some(xs), Some(ws)) => vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), Arg::Whole(ws), Arg::Whole(a.out)],
-        _ => return Err(GpuError::Shader { kernel: shader.kernel.into(), message: "scales missing for a scaled format".into() }),
-    };
+    let args = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: shader.kernel.into(), message: "scales missing for a scaled format".into() })?;
     rec.dispatch(&key, &params, &args, groups)
+}
+
+/// A GEMM's bindings in its format's order: x, (x scales), w, (w scales), out; None when a scaled format lacks scales.
+pub(crate) fn operands<'a>(fmt: WeightFormat, [x, w, out]: [&'a Buf; 3], xs: Option<&'a Buf>, ws: Option<&'a Buf>) -> Option<Vec<Arg<'a>>> {
+    match (fmt, xs, ws) {
+        (WeightFormat::Bf16, _, _) => Some(vec![Arg::Whole(x), Arg::Whole(w), Arg::Whole(out)]),
+        (_, Some(xs), Some(ws)) => Some(vec![Arg::Whole(x), Arg::Whole(xs), Arg::Whole(w), Arg::Whole(ws), Arg::Whole(out)]),
+        _ => None,
+    }
 }
 
 /// Decodes weight row `n` (K values) and its per-block scales.

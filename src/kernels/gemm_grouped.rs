@@ -1,32 +1,18 @@
 //! Grouped GEMM: one dispatch over table entries, each a block of x rows times a block of weight rows into a block of output columns (the routed experts: an entry per expert over its packed rows and its rows of the stacked weights).
-use super::gemm::WeightFormat;
+use super::gemm::{gemm_shader, operands, WeightFormat};
 use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 
-macro_rules! grouped_shader {
-    ($kernel:literal, $fmt:literal, $table:literal, $variant:literal) => {
-        Shader {
-            kernel: $kernel,
-            variant: $variant,
-            source: concat!(
-                include_str!(concat!("../../wgsl/gemm/fmt_", $fmt, ".wgsl")),
-                include_str!("../../wgsl/gemm/common.wgsl"),
-                include_str!(concat!("../../wgsl/gemm/", $table, ".wgsl")),
-                include_str!(concat!("../../wgsl/gemm/", $variant, ".wgsl"))
-            ),
-        }
-    };
-}
 
 const SHADERS: [[Shader; 3]; 2] = [
     [
-        grouped_shader!("gemm_bf16", "bf16", "table4", "grouped"),
-        grouped_shader!("gemm_e4m3", "e4m3", "table6", "grouped"),
-        grouped_shader!("gemm_e2m1", "e2m1", "table6", "grouped"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6"),
     ],
     [
-        grouped_shader!("gemm_bf16", "bf16", "table4", "grouped_tiled"),
-        grouped_shader!("gemm_e4m3", "e4m3", "table6", "grouped_tiled"),
-        grouped_shader!("gemm_e2m1", "e2m1", "table6", "grouped_tiled"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "tile"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "tile"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "tile"),
     ],
 ];
 
@@ -114,11 +100,9 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, control:
 
 /// The bindings of a grouped GEMM: the format's operands, then the table.
 fn args<'a>(a: &GroupedArgs<'a>) -> Result<Vec<Arg<'a>>, GpuError> {
-    match (a.fmt, a.xs, a.ws) {
-        (WeightFormat::Bf16, _, _) => Ok(vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out), Arg::Whole(a.table)]),
-        (_, Some(xs), Some(ws)) => Ok(vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), Arg::Whole(ws), Arg::Whole(a.out), Arg::Whole(a.table)]),
-        _ => Err(GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() }),
-    }
+    let mut v = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() })?;
+    v.push(Arg::Whole(a.table));
+    Ok(v)
 }
 
 /// Entries that tile an [m, n] GEMM into uneven row blocks (1, 3, 7, 15, ... rows, at most `max_rows`) times up to three column blocks, so every offset is exercised.
