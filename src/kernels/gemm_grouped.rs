@@ -5,9 +5,9 @@ use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 
 const SHADERS: [[Shader; 3]; 2] = [
     [
-        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4"),
-        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6"),
-        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "gemv_core"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "gemv_core"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6", "gemv_core"),
     ],
     [
         gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "tile"),
