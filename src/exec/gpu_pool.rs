@@ -61,12 +61,14 @@ impl Pool {
     pub(crate) fn flushed(&mut self) -> bool {
         self.flushes += 1;
         let oldest = self.flushes.saturating_sub(KEEP_FLUSHES);
-        let before: usize = self.sizes.values().map(Vec::len).sum();
+        let mut dropped = false;
         self.sizes.retain(|_, list| {
+            let before = list.len();
             list.retain(|e| !e.buf.is_unshared() || e.used >= oldest);
+            dropped |= list.len() < before;
             !list.is_empty()
         });
-        self.sizes.values().map(Vec::len).sum::<usize>() < before
+        dropped
     }
 }
 

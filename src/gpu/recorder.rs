@@ -62,9 +62,7 @@ impl<'g> Recorder<'g> {
     fn bind_groups(&self) -> Result<(Vec<wgpu::BindGroup>, Uniform), GpuError> {
         let t0 = Instant::now();
         let gpu = self.gpu;
-        let mut words = self.words.clone();
-        words.resize(words.len().max(4), 0);
-        let bytes: &[u8] = bytemuck::cast_slice(&words);
+        let bytes: &[u8] = if self.words.is_empty() { &[0; 16] } else { bytemuck::cast_slice(&self.words) };
         let kept = bytes.len() as u64 <= UNIFORM_BYTES;
         let uniform = if kept { gpu.uniform(bytes) } else { gpu.uniform_once(bytes) };
         let mut out = Vec::with_capacity(self.dispatches.len());
