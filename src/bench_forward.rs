@@ -264,12 +264,12 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
     }
     let host = s.ex.inner.gpu().host.snapshot().map(|(n, v)| (n, v / reps as f64));
     let host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
-    s.ex.counting = true;
-    s.ex.bytes = StepBytes::default();
+    s.ex.obs.counting = true;
+    s.ex.obs.bytes = StepBytes::default();
     let counted = timed_call(s, &[tok]);
-    s.ex.counting = false;
+    s.ex.obs.counting = false;
     counted?;
-    Ok((medians(&times), s.ex.bytes, host))
+    Ok((medians(&times), s.ex.obs.bytes, host))
 }
 
 /// Median timing of one forward that decodes one row of each of `rows` sequences.

@@ -1,7 +1,8 @@
 //! `lockstep diff`: runs two executors on the same tokens with taps on and names the first stage whose bits differ, with its ulp distance and its error against the f64 reference.
 use crate::cli_run::{gpu_executor, load_model, open_device, Loaded};
 use crate::engine::Session;
-use crate::exec::{AttnInputs, CpuExecutor, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use crate::exec::observe::{Observed, Observer};
+use crate::exec::{CpuExecutor, ExecError, Executor};
 use crate::forward::{LogitRows, Model};
 use crate::gpu::Gpu;
 use crate::model::reference;
@@ -121,15 +122,17 @@ impl<E: Executor> Side for Session<'_, '_, E> {
     }
 }
 
-/// An executor whose n-th output of one op moves by one ulp (bf16 ulp for bf16 values, else f32 ulp); every other op passes through.
-pub struct Perturb<E> {
-    inner: E,
+/// Moves the n-th output of one op by one ulp (bf16 ulp for bf16 values, else f32 ulp); every other output passes through.
+pub struct PlantUlp {
     op: String,
     nth: usize,
     seen: usize,
 }
 
-impl<E: Executor> Perturb<E> {
+/// An executor with one planted difference.
+pub type Perturb<E> = Observed<E, PlantUlp>;
+
+impl<E: Executor> Observed<E, PlantUlp> {
     /// Wraps `inner`; `spec` is `OP` or `OP:N`, or `None` for no change.
     pub fn new(inner: E, spec: Option<&str>) -> Result<Perturb<E>> {
         let (op, nth) = match spec {
@@ -139,11 +142,12 @@ impl<E: Executor> Perturb<E> {
                 None => (s.to_string(), 0),
             },
         };
-        Ok(Perturb { inner, op, nth, seen: 0 })
+        Ok(Observed { inner, obs: PlantUlp { op, nth, seen: 0 } })
     }
+}
 
-    /// Passes `t` through, or its perturbed copy when this is the chosen call of `op`.
-    fn hit(&mut self, op: &str, t: E::Tensor) -> Result<E::Tensor, ExecError> {
+impl<E: Executor> Observer<E> for PlantUlp {
+    fn after(&mut self, ex: &mut E, op: &'static str, t: E::Tensor) -> Result<E::Tensor, ExecError> {
         if op != self.op {
             return Ok(t);
         }
@@ -151,125 +155,13 @@ impl<E: Executor> Perturb<E> {
         if self.seen != self.nth + 1 {
             return Ok(t);
         }
-        let (r, c) = self.inner.dims(&t);
-        let mut v = self.inner.read(&t)?;
+        let (r, c) = ex.dims(&t);
+        let mut v = ex.read(&t)?;
         if let Some(x) = v.first_mut() {
             let step = if crate::numerics::round_bf16(*x) == *x { 1 << 16 } else { 1 };
             *x = f32::from_bits(x.to_bits() ^ step);
         }
-        self.inner.upload(r, c, &v)
-    }
-}
-
-impl<E: Executor> Executor for Perturb<E> {
-    type Tensor = E::Tensor;
-
-    fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<E::Tensor, ExecError> {
-        self.inner.upload(rows, cols, data)
-    }
-    fn zeros(&mut self, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
-        self.inner.zeros(rows, cols)
-    }
-    fn read(&mut self, t: &E::Tensor) -> Result<Vec<f32>, ExecError> {
-        self.inner.read(t)
-    }
-    fn dims(&self, t: &E::Tensor) -> (usize, usize) {
-        self.inner.dims(t)
-    }
-    fn slice_rows(&mut self, x: &E::Tensor, start: usize, len: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.slice_rows(x, start, len)?;
-        self.hit("slice_rows", t)
-    }
-    fn hc_repeat(&mut self, x: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.hc_repeat(x, hc)?;
-        self.hit("hc_repeat", t)
-    }
-    fn embed(&mut self, module: &str, ids: &[u32]) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.embed(module, ids)?;
-        self.hit("embed", t)
-    }
-    fn linear(&mut self, x: &E::Tensor, module: &str, out: Out) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.linear(x, module, out)?;
-        self.hit("linear", t)
-    }
-    fn grouped_linear(&mut self, x: &E::Tensor, module: &str, groups: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.grouped_linear(x, module, groups)?;
-        self.hit("grouped_linear", t)
-    }
-    fn rmsnorm(&mut self, x: &E::Tensor, module: &str, eps: f32, out: Out) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.rmsnorm(x, module, eps, out)?;
-        self.hit("rmsnorm", t)
-    }
-    fn scale(&mut self, x: &E::Tensor, s: f32, out: Out) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.scale(x, s, out)?;
-        self.hit("scale", t)
-    }
-    fn add(&mut self, a: &E::Tensor, b: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.add(a, b, out)?;
-        self.hit("add", t)
-    }
-    fn swiglu(&mut self, g: &E::Tensor, u: &E::Tensor, limit: f32) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.swiglu(g, u, limit)?;
-        self.hit("swiglu", t)
-    }
-    fn hc_mixes(&mut self, h: &E::Tensor, site: &HcSite, p: &HcParams) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.hc_mixes(h, site, p)?;
-        self.hit("hc_mixes", t)
-    }
-    fn hc_collapse(&mut self, h: &E::Tensor, mix: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.hc_collapse(h, mix, hc)?;
-        self.hit("hc_collapse", t)
-    }
-    fn hc_expand(&mut self, out: &E::Tensor, h: &E::Tensor, mix: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.hc_expand(out, h, mix, hc)?;
-        self.hit("hc_expand", t)
-    }
-    fn engram_gate(&mut self, h: &E::Tensor, kv: &E::Tensor, q_weight: &str, k_weight: &str, p: &EngramGate, live: &[bool]) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.engram_gate(h, kv, q_weight, k_weight, p, live)?;
-        self.hit("engram_gate", t)
-    }
-    fn rope(&mut self, x: &E::Tensor, cs: &E::Tensor, heads: usize, inverse: bool) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.rope(x, cs, heads, inverse)?;
-        self.hit("rope", t)
-    }
-    fn qat(&mut self, x: &E::Tensor, kind: Qat) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.qat(x, kind)?;
-        self.hit("qat", t)
-    }
-    fn compress_pool(&mut self, k: &E::Tensor, g: &E::Tensor, partial: &mut E::Tensor, pending: usize, ratio: usize) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.compress_pool(k, g, partial, pending, ratio)?;
-        self.hit("compress_pool", t)
-    }
-    fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
-        self.inner.append_rows(cache, rows)
-    }
-    fn ring_write(&mut self, ring: &mut E::Tensor, rows: &E::Tensor, start: usize) -> Result<(), ExecError> {
-        self.inner.ring_write(ring, rows, start)
-    }
-    fn index_scores(&mut self, q: &E::Tensor, w: &E::Tensor, keys: &E::Tensor, visible: &[usize]) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.index_scores(q, w, keys, visible)?;
-        self.hit("index_scores", t)
-    }
-    fn candidate_mask(&mut self, scores: &E::Tensor, visible: &[usize], blocks: usize, block: usize) -> Result<E::Tensor, ExecError> {
-        self.inner.candidate_mask(scores, visible, blocks, block)
-    }
-    fn mask_scores(&mut self, scores: &E::Tensor, mask: &E::Tensor) -> Result<E::Tensor, ExecError> {
-        self.inner.mask_scores(scores, mask)
-    }
-    fn index_topk(&mut self, scores: &E::Tensor, k: usize) -> Result<E::Tensor, ExecError> {
-        self.inner.index_topk(scores, k)
-    }
-    fn sparse_attention(&mut self, q: &E::Tensor, a: &AttnInputs<'_, E::Tensor>) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.sparse_attention(q, a)?;
-        self.hit("sparse_attention", t)
-    }
-    fn moe_route(&mut self, logits: &E::Tensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(E::Tensor, E::Tensor), ExecError> {
-        let (ids, w) = self.inner.moe_route(logits, bias, bias_vl, image, p)?;
-        Ok((ids, self.hit("moe_route", w)?))
-    }
-    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
-        let t = self.inner.routed_experts(x, ids, w, shared, prefix, limit)?;
-        self.hit("routed_experts", t)
+        ex.upload(r, c, &v)
     }
 }
 

@@ -79,9 +79,9 @@ fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(Counted::new(CpuExecutor::new(&t.ckpt), &t.ckpt), &model).expect("session");
     s.run(&forward_support::prompt(21), LogitRows::Last, &mut Taps::default()).expect("prefill");
-    s.ex.counting = true;
+    s.ex.obs.counting = true;
     s.run(&[77], LogitRows::Last, &mut Taps::default()).expect("decode");
-    let b = s.ex.bytes;
+    let b = s.ex.obs.bytes;
     let size = |n: &str| t.ckpt.get(n).map_or(0, |v| v.bytes.len() as u64);
     let layers = t.cfg.num_hidden_layers;
     assert_eq!(b.expert_picks, layers * t.cfg.num_experts_per_tok);

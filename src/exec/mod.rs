@@ -7,6 +7,7 @@ mod gpu_experts;
 mod gpu_ops;
 mod gpu_pool;
 mod gpu_rows;
+pub mod observe;
 
 pub use crate::kernels::engram_op::EngramGate;
 pub use crate::kernels::hc::HcParams;

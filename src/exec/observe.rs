@@ -1,0 +1,143 @@
+//! An executor wrapper that shows each op to an observer before it runs and hands the observer its output after: the benchmark's byte counter and diff's planted difference are observers.
+use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+
+/// What an op reads besides its activations, as far as an observer needs it.
+pub enum Reads<'a, T> {
+    /// Nothing beyond its operands.
+    Nothing,
+    /// `ids` rows of the table `module.weight`.
+    Rows { module: &'a str, ids: usize },
+    /// `module.weight` and its scale.
+    Module(&'a str),
+    /// Whole named tensors.
+    Tensors(&'a [&'a str]),
+    /// Index keys, of which query row i reads the first `visible[i]`.
+    IndexKeys { keys: &'a T, visible: &'a [usize] },
+    /// Attention of query rows `q` over `a`'s window and selected rows.
+    Attention { q: &'a T, a: &'a AttnInputs<'a, T> },
+    /// The router's bias, and `bias_vl` on rows marked `image`.
+    Route { bias: &'a str, bias_vl: Option<&'a str>, image: &'a [bool] },
+    /// The routed experts `{prefix}.{e}` the ids pick.
+    Experts { ids: &'a T, prefix: &'a str },
+}
+
+/// Sees ops of an executor `E`; both hooks default to doing nothing.
+pub trait Observer<E: Executor> {
+    /// Called before op `op` runs on `ex`.
+    fn before(&mut self, _ex: &mut E, _op: &'static str, _reads: Reads<'_, E::Tensor>) -> Result<(), ExecError> {
+        Ok(())
+    }
+    /// Called with the output of op `op`; returns what the caller gets.
+    fn after(&mut self, _ex: &mut E, _op: &'static str, t: E::Tensor) -> Result<E::Tensor, ExecError> {
+        Ok(t)
+    }
+}
+
+/// Executor `inner` with observer `obs` around its ops (reads, uploads and the index selection ops pass straight through).
+pub struct Observed<E, O> {
+    pub inner: E,
+    pub obs: O,
+}
+
+impl<E: Executor, O: Observer<E>> Observed<E, O> {
+    /// Runs `op` between the observer's hooks.
+    fn run(&mut self, op: &'static str, reads: Reads<'_, E::Tensor>, f: impl FnOnce(&mut E) -> Result<E::Tensor, ExecError>) -> Result<E::Tensor, ExecError> {
+        self.obs.before(&mut self.inner, op, reads)?;
+        let t = f(&mut self.inner)?;
+        self.obs.after(&mut self.inner, op, t)
+    }
+}
+
+impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
+    type Tensor = E::Tensor;
+
+    fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<E::Tensor, ExecError> {
+        self.inner.upload(rows, cols, data)
+    }
+    fn zeros(&mut self, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.zeros(rows, cols)
+    }
+    fn read(&mut self, t: &E::Tensor) -> Result<Vec<f32>, ExecError> {
+        self.inner.read(t)
+    }
+    fn dims(&self, t: &E::Tensor) -> (usize, usize) {
+        self.inner.dims(t)
+    }
+    fn slice_rows(&mut self, x: &E::Tensor, start: usize, len: usize) -> Result<E::Tensor, ExecError> {
+        self.run("slice_rows", Reads::Nothing, |e| e.slice_rows(x, start, len))
+    }
+    fn hc_repeat(&mut self, x: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
+        self.run("hc_repeat", Reads::Nothing, |e| e.hc_repeat(x, hc))
+    }
+    fn embed(&mut self, module: &str, ids: &[u32]) -> Result<E::Tensor, ExecError> {
+        self.run("embed", Reads::Rows { module, ids: ids.len() }, |e| e.embed(module, ids))
+    }
+    fn linear(&mut self, x: &E::Tensor, module: &str, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("linear", Reads::Module(module), |e| e.linear(x, module, out))
+    }
+    fn grouped_linear(&mut self, x: &E::Tensor, module: &str, groups: usize) -> Result<E::Tensor, ExecError> {
+        self.run("grouped_linear", Reads::Module(module), |e| e.grouped_linear(x, module, groups))
+    }
+    fn rmsnorm(&mut self, x: &E::Tensor, module: &str, eps: f32, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("rmsnorm", Reads::Module(module), |e| e.rmsnorm(x, module, eps, out))
+    }
+    fn scale(&mut self, x: &E::Tensor, s: f32, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("scale", Reads::Nothing, |e| e.scale(x, s, out))
+    }
+    fn add(&mut self, a: &E::Tensor, b: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("add", Reads::Nothing, |e| e.add(a, b, out))
+    }
+    fn swiglu(&mut self, g: &E::Tensor, u: &E::Tensor, limit: f32) -> Result<E::Tensor, ExecError> {
+        self.run("swiglu", Reads::Nothing, |e| e.swiglu(g, u, limit))
+    }
+    fn hc_mixes(&mut self, h: &E::Tensor, site: &HcSite, p: &HcParams) -> Result<E::Tensor, ExecError> {
+        self.run("hc_mixes", Reads::Tensors(&[&site.hc_fn, &site.base, &site.scale]), |e| e.hc_mixes(h, site, p))
+    }
+    fn hc_collapse(&mut self, h: &E::Tensor, mix: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
+        self.run("hc_collapse", Reads::Nothing, |e| e.hc_collapse(h, mix, hc))
+    }
+    fn hc_expand(&mut self, out: &E::Tensor, h: &E::Tensor, mix: &E::Tensor, hc: usize) -> Result<E::Tensor, ExecError> {
+        self.run("hc_expand", Reads::Nothing, |e| e.hc_expand(out, h, mix, hc))
+    }
+    fn engram_gate(&mut self, h: &E::Tensor, kv: &E::Tensor, q_weight: &str, k_weight: &str, p: &EngramGate, live: &[bool]) -> Result<E::Tensor, ExecError> {
+        self.run("engram_gate", Reads::Tensors(&[q_weight, k_weight]), |e| e.engram_gate(h, kv, q_weight, k_weight, p, live))
+    }
+    fn rope(&mut self, x: &E::Tensor, cs: &E::Tensor, heads: usize, inverse: bool) -> Result<E::Tensor, ExecError> {
+        self.run("rope", Reads::Nothing, |e| e.rope(x, cs, heads, inverse))
+    }
+    fn qat(&mut self, x: &E::Tensor, kind: Qat) -> Result<E::Tensor, ExecError> {
+        self.run("qat", Reads::Nothing, |e| e.qat(x, kind))
+    }
+    fn compress_pool(&mut self, k: &E::Tensor, g: &E::Tensor, partial: &mut E::Tensor, pending: usize, ratio: usize) -> Result<E::Tensor, ExecError> {
+        self.run("compress_pool", Reads::Nothing, |e| e.compress_pool(k, g, partial, pending, ratio))
+    }
+    fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
+        self.inner.append_rows(cache, rows)
+    }
+    fn ring_write(&mut self, ring: &mut E::Tensor, rows: &E::Tensor, start: usize) -> Result<(), ExecError> {
+        self.inner.ring_write(ring, rows, start)
+    }
+    fn index_scores(&mut self, q: &E::Tensor, w: &E::Tensor, keys: &E::Tensor, visible: &[usize]) -> Result<E::Tensor, ExecError> {
+        self.run("index_scores", Reads::IndexKeys { keys, visible }, |e| e.index_scores(q, w, keys, visible))
+    }
+    fn candidate_mask(&mut self, scores: &E::Tensor, visible: &[usize], blocks: usize, block: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.candidate_mask(scores, visible, blocks, block)
+    }
+    fn mask_scores(&mut self, scores: &E::Tensor, mask: &E::Tensor) -> Result<E::Tensor, ExecError> {
+        self.inner.mask_scores(scores, mask)
+    }
+    fn index_topk(&mut self, scores: &E::Tensor, k: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.index_topk(scores, k)
+    }
+    fn sparse_attention(&mut self, q: &E::Tensor, a: &AttnInputs<'_, E::Tensor>) -> Result<E::Tensor, ExecError> {
+        self.run("sparse_attention", Reads::Attention { q, a }, |e| e.sparse_attention(q, a))
+    }
+    fn moe_route(&mut self, logits: &E::Tensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(E::Tensor, E::Tensor), ExecError> {
+        self.obs.before(&mut self.inner, "moe_route", Reads::Route { bias, bias_vl, image })?;
+        let (ids, w) = self.inner.moe_route(logits, bias, bias_vl, image, p)?;
+        Ok((ids, self.obs.after(&mut self.inner, "moe_route", w)?))
+    }
+    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
+        self.run("routed_experts", Reads::Experts { ids, prefix }, |e| e.routed_experts(x, ids, w, shared, prefix, limit))
+    }
+}
