@@ -1,15 +1,13 @@
 //! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
-pub mod contract;
-pub mod gpu;
-pub mod kernels;
-pub mod model;
+//!
+//! Layers, each importing only from the ones above it in this list: numerics, gpu, contract, kernels, weights, exec, text, model, engine, cli.
 pub mod numerics;
-pub mod text;
-pub mod bench;
-pub mod bench_counted;
-pub mod bench_forward;
+pub mod gpu;
+pub mod contract;
+pub mod kernels;
+pub mod weights;
 pub mod exec;
+pub mod text;
+pub mod model;
 pub mod engine;
-pub use model::forward;
-pub mod cli_run;
-pub mod cli_diff;
+pub mod cli;

@@ -34,9 +34,9 @@ enum Command {
         seed: Option<u64>,
     },
     /// Generate text from a prompt on one sequence; prints token_sha256= at the end.
-    Run(lockstep::cli_run::RunArgs),
+    Run(lockstep::cli::run::RunArgs),
     /// Run two executors on the same tokens with taps and name the first stage whose bits differ.
-    Diff(lockstep::cli_diff::DiffArgs),
+    Diff(lockstep::cli::diff::DiffArgs),
     /// Write a tiny random checkpoint (spec 1.6, or --config) and copy the tokenizer next to it.
     MakeTiny {
         /// Directory to write.
@@ -75,7 +75,7 @@ enum BenchWhat {
         only: Option<String>,
     },
     /// Prefill and decode tok/s of a checkpoint on the GPU executor, and decode's bandwidth against the stream-read ceiling.
-    Forward(lockstep::bench_forward::ForwardArgs),
+    Forward(lockstep::cli::bench_forward::ForwardArgs),
 }
 
 fn open_gpu(device: Option<&str>) -> Result<Option<Gpu>> {
@@ -122,10 +122,10 @@ fn main() -> Result<()> {
             }
         }
         Command::Run(args) => {
-            lockstep::cli_run::run(&args, &mut std::io::stdout())?;
+            lockstep::cli::run::run(&args, &mut std::io::stdout())?;
         }
         Command::Diff(args) => {
-            lockstep::cli_diff::run(&args, &mut std::io::stdout())?;
+            lockstep::cli::diff::run(&args, &mut std::io::stdout())?;
         }
         Command::MakeTiny { dir, seed, config: _, preset: Some(p), layers } => {
             let json = lockstep::model::preset::preset_config_json(p.parse()?, layers)?;
@@ -134,14 +134,14 @@ fn main() -> Result<()> {
             eprintln!("wrote {} tensors ({} bytes) in {} files to {} in {:.1} s", s.tensors, s.bytes, s.files.len(), dir.display(), t0.elapsed().as_secs_f64());
         }
         Command::MakeTiny { dir, seed, config, preset: None, .. } => {
-            lockstep::cli_run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;
+            lockstep::cli::run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;
         }
         Command::Bench { what: BenchWhat::Kernels { device, reps, only } } => {
             let gpu = open_gpu(device.as_deref())?.context("bench needs a GPU adapter")?;
-            lockstep::bench::kernels(&gpu, reps, only.as_deref())?;
+            lockstep::cli::bench_kernels::kernels(&gpu, reps, only.as_deref())?;
         }
         Command::Bench { what: BenchWhat::Forward(args) } => {
-            lockstep::bench_forward::run(&args, &mut std::io::stdout())?;
+            lockstep::cli::bench_forward::run(&args, &mut std::io::stdout())?;
         }
     }
     Ok(())

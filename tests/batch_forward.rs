@@ -4,9 +4,9 @@ mod forward_support;
 
 use batch_support::{alone, batched, orders, same, schedule, SEQS};
 use forward_support::{prompt, tiny};
-use lockstep::engine::SeqState;
+use lockstep::model::SeqState;
 use lockstep::exec::{CpuExecutor, CpuTensor};
-use lockstep::forward::{forward, forward_batch, LogitRows, Model, SeqInput};
+use lockstep::model::forward::{forward, forward_batch, LogitRows, Model, SeqInput};
 use lockstep::model::taps::Taps;
 
 #[test]

@@ -5,7 +5,7 @@ mod forward_support;
 use batch_support::{alone, batched, orders, same, schedule};
 use forward_support::tiny;
 use lockstep::exec::{CpuExecutor, GpuExecutor};
-use lockstep::forward::Model;
+use lockstep::model::forward::Model;
 use lockstep::gpu::{DeviceChoice, Gpu};
 
 #[test]

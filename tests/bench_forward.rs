@@ -1,10 +1,10 @@
 //! `lockstep bench forward` on the tiny model (every measurement line with positive rates) and the byte count of one decode step.
 mod forward_support;
 
-use lockstep::bench_counted::Counted;
+use lockstep::cli::bench_counted::Counted;
 use lockstep::engine::Session;
 use lockstep::exec::CpuExecutor;
-use lockstep::forward::{LogitRows, Model};
+use lockstep::model::forward::{LogitRows, Model};
 use lockstep::model::taps::Taps;
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -4,7 +4,7 @@ mod forward_support;
 use forward_support::{prompt, tiny};
 use lockstep::engine::Session;
 use lockstep::exec::CpuExecutor;
-use lockstep::forward::{LogitRows, Model};
+use lockstep::model::forward::{LogitRows, Model};
 use lockstep::model::taps::Taps;
 
 /// Prompt length: past index_topk visible groups and the candidate pool, crossing ratio-2 groups at odd offsets.

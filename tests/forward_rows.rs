@@ -3,7 +3,7 @@ mod forward_support;
 
 use forward_support::tiny;
 use lockstep::exec::{AttnInputs, CpuExecutor, CpuTensor, Executor, Out, Qat};
-use lockstep::forward::Model;
+use lockstep::model::forward::Model;
 use lockstep::numerics::round_bf16;
 
 /// Deterministic pseudo-random bf16 values in about [-scale, scale].

@@ -59,7 +59,7 @@ fn greedy_and_seeded_runs_give_the_same_hash_and_tap_files_on_cpu_and_gpu() {
     assert_eq!(cpu, gpu, "greedy token hash, cpu vs gpu");
     let (fc, fg) = (files(&tc.0), files(&tg.0));
     assert!(fc.len() > 100, "{} tap files", fc.len());
-    let call0 = lockstep::cli_run::read_tap(&tc.0.join("call0000/logits.tap")).expect("read logits tap");
+    let call0 = lockstep::cli::run::read_tap(&tc.0.join("call0000/logits.tap")).expect("read logits tap");
     assert_eq!((call0.0.as_str(), call0.1, call0.3.len()), ("logits", 1, call0.2));
     let cpu_calls = fc.iter().filter(|(p, _)| p.ends_with("index.json")).count();
     let gpu_decode: Vec<_> = fg.iter().filter(|(p, _)| !p.starts_with("call0000")).collect();

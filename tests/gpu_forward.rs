@@ -4,7 +4,7 @@ mod forward_support;
 use forward_support::{prompt, tiny};
 use lockstep::engine::Session;
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
-use lockstep::forward::{LogitRows, Model};
+use lockstep::model::forward::{LogitRows, Model};
 use lockstep::gpu::{DeviceChoice, Gpu};
 use lockstep::model::taps::Taps;
 use std::sync::OnceLock;

@@ -90,7 +90,7 @@ fn banned_in(source: &str) -> Result<Vec<String>, String> {
 
 #[test]
 fn every_shader_is_free_of_banned_builtins_and_float_division() {
-    let shaders = lockstep::kernels::shaders::all();
+    let shaders = lockstep::kernels::registry::all();
     assert!(shaders.len() > 10);
     for s in shaders {
         let src = format!("{WGSL_LIB}{}", s.source);

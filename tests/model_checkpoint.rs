@@ -1,8 +1,8 @@
 //! Checkpoint acceptance on the tiny model: deterministic generation, full read-back in both load modes, and clear errors for broken checkpoints.
-use lockstep::model::checkpoint::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FILE};
+use lockstep::weights::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FILE};
 use lockstep::model::config::{Config, TINY_CONFIG_JSON};
 use lockstep::model::quantize::{dequantize_fp4, dequantize_fp8_blocks, dequantize_fp8_rows};
-use lockstep::model::safetensors_header::{read_header, write_file, Dtype};
+use lockstep::weights::safetensors::{read_header, write_file, Dtype};
 use lockstep::model::{expected_tensors, load, make_tiny, Quant};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

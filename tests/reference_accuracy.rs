@@ -1,7 +1,7 @@
 //! Accuracy of the f32 CPU oracle against the float64 reference, stage by stage with teacher forcing: each reference stage runs on the oracle's recorded inputs.
 use lockstep::engine::Session;
 use lockstep::exec::CpuExecutor;
-use lockstep::forward::{LogitRows, Model as OracleModel};
+use lockstep::model::forward::{LogitRows, Model as OracleModel};
 use lockstep::model::reference::{quant::bf16, Forcing, Model};
 use lockstep::model::taps::{Tap, Taps};
 use lockstep::model::{load, make_tiny, LoadMode, ValueCheck};

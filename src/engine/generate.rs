@@ -1,8 +1,8 @@
 //! One sequence end to end: chunked prefill, then decode with the sampler until a stop token or the token budget.
 use super::sampler::{Sampler, SamplerError};
-use super::state::SeqState;
+use crate::model::SeqState;
 use crate::exec::{ExecError, Executor};
-use crate::forward::{forward, ForwardError, LogitRows, Model};
+use crate::model::forward::{forward, ForwardError, LogitRows, Model};
 use crate::model::taps::Taps;
 
 /// Why generation stopped early.

@@ -1,15 +1,9 @@
 //! The Executor trait: the ops the forward is written in; each executor owns its tensors and runs every op row-independently.
 pub mod cpu;
-mod cpu_model;
 pub mod gpu;
-mod gpu_model;
-mod gpu_experts;
-mod gpu_ops;
-mod gpu_pool;
-mod gpu_rows;
 pub mod observe;
 
-pub use crate::kernels::engram_op::EngramGate;
+pub use crate::kernels::engram::EngramGate;
 pub use crate::kernels::hc::HcParams;
 pub use crate::kernels::moe::{RouteParams, ScoreFunc};
 pub use crate::kernels::qat::Qat;

@@ -69,3 +69,13 @@ pub fn run_uploaded(
     let pairs: Vec<(&Buf, usize)> = outs.iter().zip(out_words).map(|(b, &w)| (b, w)).collect();
     read_outputs(gpu, &pairs)
 }
+
+/// Per-row u32 data.
+pub fn rows_u32(v: &[u32], per_row: usize) -> crate::contract::Data {
+    crate::contract::Data { bytes: bytemuck::cast_slice(v).to_vec(), row_bytes: Some(per_row * 4) }
+}
+
+/// The values of u32 data.
+pub fn u32s(d: &crate::contract::Data) -> Vec<u32> {
+    bytemuck::pod_collect_to_vec(&d.bytes)
+}

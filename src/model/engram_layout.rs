@@ -1,5 +1,5 @@
 //! Engram bucket layout: the per-(n-gram, head) prime moduli and their row offsets (the reference `EngramLayout`).
-use super::config::Config;
+use crate::model::config::Config;
 use std::collections::BTreeSet;
 
 /// The prime moduli and row offsets of one engram layer's table.

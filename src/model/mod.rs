@@ -1,24 +1,22 @@
-//! The model: config, layer plan, checkpoints, the tiny checkpoint generator.
+//! The model: config, layer plan, per-sequence state, checkpoints against their config, the tiny generator, the forward graph and the f64 reference.
 pub mod checkpoint;
 pub mod config;
+pub use config::preset;
 pub mod engram_layout;
 pub mod forward;
 pub mod plan;
-pub mod progress;
-pub mod quantize;
+pub mod reference;
 pub mod rope;
-pub mod safetensors_header;
-pub mod tensor_table;
-pub mod preset;
+pub mod state;
+pub mod taps;
 pub mod tiny;
-mod tiny_fill;
-mod validate;
 
-pub use checkpoint::{load, Checkpoint, CheckpointError, LoadMode, TensorView, ValueCheck};
+pub use checkpoint::quantize;
+pub use checkpoint::tensor_table::{expected_tensors, Quant, TensorSpec};
+pub use checkpoint::{load, LoadError};
+
 pub use config::{Config, ConfigError, ScoringFunc, VisionConfig, Yarn};
 pub use plan::{LayerMode, LayerPlan, RopeTable};
-pub use safetensors_header::Dtype;
-pub use tensor_table::{expected_tensors, Quant, TensorSpec};
+pub use state::{CompCache, LayerState, SeqState};
 pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, TinyError, TinySummary};
-pub mod taps;
-pub mod reference;
+pub use crate::weights::{Checkpoint, CheckpointError, Dtype, LoadMode, TensorView, ValueCheck};

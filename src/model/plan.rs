@@ -1,6 +1,6 @@
 //! The layer plan: each backbone layer's and DSpark stage's role (spec 1.4), derived once from the config.
-use super::config::Config;
-pub use super::rope::RopeTable;
+use crate::model::config::Config;
+pub use crate::model::rope::RopeTable;
 
 /// How a layer obtains its compressed KV and its top-k.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! RoPE inverse-frequency tables in f64 (spec 2.5): the main table and the compress table with YaRN.
-use super::config::{Config, Yarn};
+use crate::model::config::{Config, Yarn};
 
 /// Which RoPE table a layer rotates with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

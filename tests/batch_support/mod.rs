@@ -1,9 +1,9 @@
 //! Shared schedule of the batch tests: four sequences over several rounds (prompt chunks and decode tokens mixed), run alone or batched in any order.
 #![allow(dead_code)]
 use crate::forward_support::prompt;
-use lockstep::engine::SeqState;
+use lockstep::model::SeqState;
 use lockstep::exec::Executor;
-use lockstep::forward::{forward, forward_batch, LogitRows, Model, SeqInput};
+use lockstep::model::forward::{forward, forward_batch, LogitRows, Model, SeqInput};
 use lockstep::model::taps::Taps;
 use std::collections::BTreeMap;
 

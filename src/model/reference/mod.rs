@@ -13,7 +13,7 @@ pub use forward::Forcing;
 pub use state::{LayerState, State};
 
 use crate::model::{CheckpointError, Config, Dtype, LayerMode, LayerPlan};
-use crate::model::checkpoint::Checkpoint;
+use crate::weights::Checkpoint;
 use crate::model::engram_layout::engram_primes;
 use crate::text::{hash_multipliers, EngramHashError, LayerHash, NgramHasher, TokenMap};
 use attention::Attention;

@@ -1,7 +1,7 @@
 //! Checkpoint weights dequantized to f64 (exact): bf16 and f32 vectors, fp8 32x32 blocks, fp4 rows, engram fp8 rows.
 use super::quant::act_quant;
 use super::ReferenceError;
-use crate::model::checkpoint::{Checkpoint, TensorView};
+use crate::weights::{Checkpoint, TensorView};
 use crate::model::Dtype;
 use crate::numerics::{e2m1_to_f32, e4m3_to_f32, e8m0_to_f32};
 

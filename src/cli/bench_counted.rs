@@ -1,0 +1,104 @@
+//! The forward benchmark's byte counter: an observer that, while counting, adds up the weight and KV-state bytes the ops read.
+use crate::exec::observe::{Observed, Observer, Reads};
+use crate::exec::{ExecError, Executor};
+use crate::weights::Checkpoint;
+use std::collections::BTreeSet;
+
+/// Bytes one forward call read, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepBytes {
+    /// Weights other than routed experts (stored bytes, scales included).
+    pub weights: u64,
+    /// Routed experts' stored bytes, for the experts the routing ids picked.
+    pub experts: u64,
+    /// Distinct (layer, expert) pairs the routing ids picked.
+    pub expert_picks: usize,
+    /// KV state each query row read: window rows, selected compressed rows and index keys (device f32).
+    pub kv: u64,
+}
+
+impl StepBytes {
+    /// Everything read.
+    pub fn total(&self) -> u64 {
+        self.weights + self.experts + self.kv
+    }
+}
+
+/// Counts the bytes the observed ops read while `counting` is on.
+pub struct ByteCounter<'c> {
+    /// The checkpoint the weights come from (their stored sizes).
+    ckpt: &'c Checkpoint,
+    /// Whether ops are counted (counting reads routing ids and top-k lists back, so timed calls leave it off).
+    pub counting: bool,
+    /// What the counted ops read.
+    pub bytes: StepBytes,
+}
+
+/// An executor whose ops' reads are counted.
+pub type Counted<'c, E> = Observed<E, ByteCounter<'c>>;
+
+impl<'c, E: Executor> Observed<E, ByteCounter<'c>> {
+    /// Wraps `inner`, not counting.
+    pub fn new(inner: E, ckpt: &'c Checkpoint) -> Self {
+        Observed { inner, obs: ByteCounter { ckpt, counting: false, bytes: StepBytes::default() } }
+    }
+}
+
+impl ByteCounter<'_> {
+    /// Stored bytes of tensor `name` (0 when absent).
+    fn tensor(&self, name: &str) -> u64 {
+        self.ckpt.get(name).map_or(0, |t| t.bytes.len() as u64)
+    }
+
+    /// Stored bytes of `module.weight` and its scale.
+    fn module(&self, module: &str) -> u64 {
+        self.tensor(&format!("{module}.weight")) + self.tensor(&format!("{module}.scale"))
+    }
+}
+
+impl<E: Executor> Observer<E> for ByteCounter<'_> {
+    fn before(&mut self, ex: &mut E, _op: &'static str, reads: Reads<'_, E::Tensor>) -> Result<(), ExecError> {
+        if !self.counting {
+            return Ok(());
+        }
+        match reads {
+            Reads::Nothing => {}
+            Reads::Rows { module, ids } => {
+                let row = self.ckpt.get(&format!("{module}.weight")).map_or(0, |t| (t.bytes.len() / t.shape.first().copied().unwrap_or(1).max(1)) as u64);
+                self.bytes.weights += row * ids as u64;
+            }
+            Reads::Module(module) => self.bytes.weights += self.module(module),
+            Reads::Tensors(names) => self.bytes.weights += names.iter().map(|n| self.tensor(n)).sum::<u64>(),
+            Reads::IndexKeys { keys, visible } => {
+                let dim = ex.dims(keys).1 as u64;
+                self.bytes.kv += visible.iter().map(|&v| v as u64 * dim * 4).sum::<u64>();
+            }
+            Reads::Attention { q, a } => {
+                self.bytes.weights += self.tensor(a.sink);
+                let (rows, hd) = (ex.dims(q).0, ex.dims(a.kv).1 as u64);
+                let window: u64 = (0..rows).map(|i| (a.start + i + 1).min(a.window) as u64).sum();
+                let picked = match a.compressed {
+                    Some((_, sel)) => ex.read(sel)?.iter().filter(|&&v| v >= 0.0).count() as u64,
+                    None => 0,
+                };
+                self.bytes.kv += (window + picked) * hd * 4;
+            }
+            Reads::Route { bias, bias_vl, image } => {
+                let vl = match bias_vl {
+                    Some(b) if image.iter().any(|&i| i) => self.tensor(b),
+                    _ => 0,
+                };
+                self.bytes.weights += self.tensor(bias) + vl;
+            }
+            Reads::Experts { ids, prefix } => {
+                let picked: BTreeSet<i64> = ex.read(ids)?.iter().filter(|&&v| v >= 0.0).map(|&v| v as i64).collect();
+                for e in &picked {
+                    let m = format!("{prefix}.{e}");
+                    self.bytes.experts += self.module(&format!("{m}.w1")) + self.module(&format!("{m}.w2")) + self.module(&format!("{m}.w3"));
+                }
+                self.bytes.expert_picks += picked.len();
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,297 @@
+//! `lockstep bench forward`: prefill and decode throughput of a checkpoint on the GPU executor, and decode's achieved bandwidth against the device's stream-read ceiling.
+use crate::cli::bench_kernels::ceilings;
+use crate::cli::bench_counted::{Counted, StepBytes};
+use crate::engine::Session;
+use crate::model::SeqState;
+use crate::exec::{Executor, GpuExecutor};
+use crate::model::forward::{forward_batch, LogitRows, Model, SeqInput};
+use crate::gpu::{DeviceChoice, Gpu};
+use crate::model::taps::Taps;
+use crate::model::{load, Config, LoadMode, ValueCheck};
+use crate::text::{TokenMap, Tokenizer};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Options of `lockstep bench forward`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ForwardArgs {
+    /// Model directory (config.json and safetensors).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// GPU adapter: index, name substring or backend name (default: LOCKSTEP_DEVICE, else the first GPU).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Timed repetitions per measurement (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Prefill lengths, each one sequence in one chunk.
+    #[arg(long, value_delimiter = ',', default_value = "512,2048")]
+    pub prefill: Vec<usize>,
+    /// Tokens prefilled into each sequence before the decode measurements.
+    #[arg(long, default_value_t = 512)]
+    pub context: usize,
+    /// Sequences of the multi-row decode measurement (one decode row each, all in one forward).
+    #[arg(long, default_value_t = 4)]
+    pub rows: usize,
+    /// Also time every dispatch of one prefill and one decode step and print each kernel's share.
+    #[arg(long)]
+    pub profile: bool,
+}
+
+/// Host wall seconds and device seconds of one measured call.
+#[derive(Clone, Copy, Debug, Default)]
+struct Timing {
+    wall: f64,
+    device: f64,
+}
+
+/// Medians of wall and device seconds, each over its own samples.
+fn medians(ts: &[Timing]) -> Timing {
+    Timing { wall: median(ts.iter().map(|t| t.wall).collect()), device: median(ts.iter().map(|t| t.device).collect()) }
+}
+
+/// One session over the GPU executor, wrapped to count bytes.
+type Bench<'m, 'c, 'g> = Session<'m, 'c, Counted<'c, GpuExecutor<'g, 'c>>>;
+
+/// Median of samples (the upper one of an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `n` deterministic token ids below `vocab`, different per `seq`.
+fn tokens(n: usize, vocab: usize, seq: u64) -> Vec<u32> {
+    let mut s = 0x2545_f491_4f6c_dd1d_u64 ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 33) % vocab.max(1) as u64) as u32
+        })
+        .collect()
+}
+
+/// Index of the largest logit (the first on ties).
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in logits.iter().enumerate() {
+        if v.total_cmp(&logits[best]).is_gt() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The engram token map without a tokenizer where the config allows one (no engram, or the synthetic map of 64 classes).
+fn bench_token_map(cfg: &Config, dir: &Path) -> Result<TokenMap> {
+    if cfg.engram_layer_ids.is_empty() {
+        return Ok(TokenMap::synthetic(cfg.vocab_size, 1));
+    }
+    if cfg.engram_compressed_vocab_size == 64 {
+        return Ok(TokenMap::synthetic(cfg.vocab_size, 64));
+    }
+    let path = crate::cli::run::tokenizer_path(dir).context("the config's engram map needs tokenizer.json in the model directory (or LOCKSTEP_TOKENIZER)")?;
+    let tok = Tokenizer::from_file(&path).with_context(|| format!("loading {}", path.display()))?;
+    crate::cli::run::token_map(cfg, &tok)
+}
+
+/// Times `f`: host wall seconds, and the device seconds of the command buffers it submitted.
+fn timed<T>(s: &mut Bench, f: impl FnOnce(&mut Bench) -> Result<T>) -> Result<(Timing, T)> {
+    let (t0, d0) = (Instant::now(), s.ex.inner.device_seconds());
+    let v = f(s)?;
+    Ok((Timing { wall: t0.elapsed().as_secs_f64(), device: s.ex.inner.device_seconds() - d0 }, v))
+}
+
+/// Timing of one forward call of `ids` through the logits readback, and the logits.
+fn timed_call(s: &mut Bench, ids: &[u32]) -> Result<(Timing, Vec<f32>)> {
+    timed(s, |s| Ok(s.run(ids, LogitRows::Last, &mut Taps::default())?))
+}
+
+/// "median W ms wall, D ms device" for a timing.
+fn ms(t: Timing) -> String {
+    format!("median {:.3} ms wall, {:.3} ms device", t.wall * 1e3, t.device * 1e3)
+}
+
+/// Replaces the session's sequence with a fresh one.
+fn fresh(s: &mut Bench, model: &Model) -> Result<()> {
+    s.state = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
+    Ok(())
+}
+
+/// Uploads every layer's routed experts, so no timed call pays for a first upload; returns the experts uploaded.
+fn preload_experts(s: &mut Bench, model: &Model) -> Result<usize> {
+    let mut n = 0;
+    for plan in model.plan.iter().take(model.cfg.num_hidden_layers).filter(|p| p.n_routed_experts > 0) {
+        n += s.ex.inner.preload_experts(&format!("{}.ffn.experts", plan.prefix()))?;
+    }
+    Ok(n)
+}
+
+/// Runs `lockstep bench forward`, one line per measurement on `out`.
+pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
+    let reps = args.reps.max(1);
+    let gpu = match DeviceChoice::from_flag_or_env(args.device.as_deref()) {
+        DeviceChoice::Cpu => bail!("bench forward needs a GPU adapter, not the CPU oracle"),
+        choice => Gpu::open(&choice).context("opening the device")?,
+    };
+    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::Off).with_context(|| format!("loading {}", args.model.display()))?;
+    let map = bench_token_map(&cfg, &args.model)?;
+    let need = args.prefill.iter().copied().max().unwrap_or(0).max(args.context + 2 * reps + 8);
+    if need > cfg.max_position_embeddings {
+        bail!("the benchmark needs {need} positions, the model takes {}", cfg.max_position_embeddings);
+    }
+    if args.prefill.contains(&0) {
+        bail!("--prefill lengths must be > 0");
+    }
+    let model = Model::new(cfg.clone(), &ckpt, map)?;
+    let label = args.device.clone().unwrap_or_else(|| "default".into());
+    let ex = Counted::new(crate::cli::run::gpu_executor(&gpu, &ckpt, &label)?, &ckpt);
+    let mut s = Session::new(ex, &model)?;
+    let gb = |b: u64| b as f64 / 1e9;
+    writeln!(
+        out,
+        "bench forward model={} {} layers={} hidden={} heads={}x{} experts={}x{} top-k={} vocab={} checkpoint={:.2} GB reps={reps} timing=host wall time per forward call through its logits readback",
+        args.model.display(),
+        gpu.describe(),
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.num_attention_heads,
+        cfg.head_dim,
+        cfg.n_routed_experts,
+        cfg.moe_intermediate_size,
+        cfg.num_experts_per_tok,
+        cfg.vocab_size,
+        gb(ckpt.names().filter_map(|n| ckpt.get(n)).map(|t| t.bytes.len() as u64).sum()),
+    )?;
+    let (read, copy, c2b) = ceilings(&gpu, reps.max(3))?;
+    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s; copy kernel: {copy:.1} GB/s (read + written); copy_buffer_to_buffer: {c2b:.1} GB/s")?;
+    let t0 = Instant::now();
+    let experts = preload_experts(&mut s, &model)?;
+    fresh(&mut s, &model)?;
+    timed_call(&mut s, &tokens(1, cfg.vocab_size, 99))?;
+    writeln!(out, "load experts={experts} plus every other weight by one 1-token forward: {:.2} s", t0.elapsed().as_secs_f64())?;
+    for &p in &args.prefill {
+        let ids = tokens(p, cfg.vocab_size, p as u64);
+        let mut times = Vec::new();
+        for i in 0..=reps {
+            fresh(&mut s, &model)?;
+            let (t, _) = timed_call(&mut s, &ids)?;
+            if i > 0 {
+                times.push(t);
+            }
+        }
+        let t = medians(&times);
+        writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: {}, {:.1} tok/s", ms(t), p as f64 / t.wall)?;
+    }
+    let (t1, bytes, host) = decode_one(&mut s, &model, args.context, reps)?;
+    writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: {}, {:.2} tok/s", args.context, ms(t1), 1.0 / t1.wall)?;
+    let phases: Vec<String> = host.iter().map(|(n, v)| format!("{n} {v:.3} ms")).collect();
+    writeln!(out, "decode rows=1 host time per step by phase (mean): {}; the rest of the wall time is the forward's own host work", phases.join(", "))?;
+    let rows = args.rows.max(1);
+    let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
+    writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
+    let achieved = bytes.total() as f64 / t1.wall / 1e9;
+    let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
+    writeln!(
+        out,
+        "decode bandwidth rows=1 context={}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
+        args.context,
+        bytes.total() as f64 / 1e6,
+        bytes.weights as f64 / 1e6,
+        bytes.experts as f64 / 1e6,
+        bytes.expert_picks,
+        bytes.kv as f64 / 1e6,
+        t1.wall * 1e3,
+        100.0 * achieved / copy,
+        100.0 * achieved / read,
+        t1.device * 1e3,
+        100.0 * on_device / copy
+    )?;
+    if args.profile {
+        profile(&mut s, &model, args, out)?;
+    }
+    Ok(())
+}
+
+/// Prints each kernel's dispatches and device time for one prefill of the first length and one decode step after the context.
+fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
+    let p = args.prefill.first().copied().unwrap_or(512);
+    let ids = tokens(p, model.cfg.vocab_size, p as u64);
+    let tok = prefill_context(s, model, args.context, 1)?;
+    for (what, ids) in [(format!("decode rows=1 context={}", args.context), vec![tok]), (format!("prefill tokens={p}"), ids)] {
+        if ids.len() > 1 {
+            fresh(s, model)?;
+        }
+        s.ex.inner.start_profile();
+        let (t, _) = timed_call(s, &ids)?;
+        let prof = s.ex.inner.take_profile()?;
+        let total: f64 = prof.values().map(|k| k.seconds).sum();
+        let mut rows: Vec<_> = prof.into_iter().collect();
+        rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        writeln!(out, "profile {what}: {:.3} ms device in {} dispatches, each in its own timed pass ({:.3} ms wall)", total * 1e3, rows.iter().map(|r| r.1.dispatches).sum::<usize>(), t.wall * 1e3)?;
+        for (k, v) in rows {
+            writeln!(out, "  {k:<18} {:>5} dispatches {:>9.3} ms {:>5.1}%", v.dispatches, v.seconds * 1e3, 100.0 * v.seconds / total.max(1e-12))?;
+        }
+    }
+    Ok(())
+}
+
+/// Prefills `context` tokens into a fresh sequence of seed `seq` and frees the prefill's scratch buffers; returns the greedy next token.
+fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Result<u32> {
+    fresh(s, model)?;
+    let mut last = Vec::new();
+    for part in tokens(context.max(1), model.cfg.vocab_size, seq).chunks(2048) {
+        last = timed_call(s, part)?.1;
+    }
+    s.ex.inner.release_scratch()?;
+    Ok(argmax(&last))
+}
+
+/// Median timing of one decode step of one sequence after `context` tokens, the bytes one more (counted) step read, and the mean host milliseconds per step by phase.
+fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Result<(Timing, StepBytes, Vec<(&'static str, f64)>)> {
+    let mut tok = prefill_context(s, model, context, 1)?;
+    let mut times = Vec::new();
+    let mut host0 = [0.0; 5];
+    for i in 0..reps + 2 {
+        if i == 2 {
+            host0 = s.ex.inner.gpu().host.snapshot().map(|(_, v)| v);
+        }
+        let (t, logits) = timed_call(s, &[tok])?;
+        tok = argmax(&logits);
+        if i >= 2 {
+            times.push(t);
+        }
+    }
+    let host = s.ex.inner.gpu().host.snapshot().map(|(n, v)| (n, v / reps as f64));
+    let host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
+    s.ex.obs.counting = true;
+    s.ex.obs.bytes = StepBytes::default();
+    let counted = timed_call(s, &[tok]);
+    s.ex.obs.counting = false;
+    counted?;
+    Ok((medians(&times), s.ex.obs.bytes, host))
+}
+
+/// Median timing of one forward that decodes one row of each of `rows` sequences.
+fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<Timing> {
+    let mut seqs = Vec::new();
+    for r in 0..rows {
+        let tok = prefill_context(s, model, context, 10 + r as u64)?;
+        let st = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
+        seqs.push((std::mem::replace(&mut s.state, st), [tok]));
+    }
+    let mut times = Vec::new();
+    for i in 0..reps + 1 {
+        let (t, logits) = timed(s, |s| {
+            let mut inputs: Vec<SeqInput<'_, _>> = seqs.iter_mut().map(|(state, tok)| SeqInput { state, tokens: &tok[..], rows: LogitRows::Last }).collect();
+            let logits = forward_batch(&mut s.ex, model, &mut inputs, &mut Taps::default())?;
+            logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
+        })?;
+        if i >= 1 {
+            times.push(t);
+        }
+        seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
+    }
+    Ok(medians(&times))
+}

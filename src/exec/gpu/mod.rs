@@ -1,0 +1,386 @@
+//! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
+use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use pool::Pool;
+pub(crate) mod experts;
+mod model;
+pub(crate) mod ops;
+mod pool;
+pub(crate) mod rows;
+
+use model as gm;
+use ops as go;
+use rows as gr;
+use crate::gpu::{Buf, Gpu, Recorder, Submitted};
+use crate::weights::Checkpoint;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Every kernel the forward dispatches through this executor, by registered name.
+pub const FORWARD_KERNELS: &[&str] = &[
+    "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16", "embed", "gather_rows", "copy_rows",
+    "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index", "compress_pool",
+    "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
+];
+
+/// Pending dispatches that make the executor submit without waiting.
+const PIPELINE_DISPATCHES: usize = 64;
+
+/// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
+#[derive(Clone, Debug)]
+pub struct GpuTensor {
+    /// The storage buffer, row-major from offset 0.
+    pub buf: Buf,
+    /// Rows in use.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+}
+
+impl GpuTensor {
+    /// Rows the buffer has room for.
+    pub fn capacity(&self) -> usize {
+        ((self.buf.bytes / 4) as usize).checked_div(self.cols).unwrap_or(usize::MAX)
+    }
+}
+
+/// One weight as uploaded: stored bytes for GEMMs and tables, f32 values for everything else.
+pub(crate) enum Weight {
+    /// F32 values of a BF16 or F32 tensor.
+    Values { buf: Buf, len: usize },
+    /// GEMM weight `[n, k]` in row parts that each bind below the limit.
+    Gemm(go::GemmWeight),
+    /// A BF16 table as stored.
+    Table { buf: Buf },
+    /// Every routed expert's `[n, k]` weight of one matrix, stacked by expert id.
+    Experts(crate::exec::gpu::experts::ExpertStack),
+}
+
+/// The GPU executor over one opened device and one checkpoint.
+pub struct GpuExecutor<'g, 'c> {
+    pub(crate) gpu: &'g Gpu,
+    pub(crate) ckpt: &'c Checkpoint,
+    pub(crate) rec: Recorder<'g>,
+    registered: HashSet<&'static str>,
+    pub(crate) weights: HashMap<String, Arc<Weight>>,
+    pub(crate) limit: u64,
+    submits: usize,
+    waits: usize,
+    dispatches: usize,
+    device_seconds: f64,
+    profile: Option<BTreeMap<&'static str, KernelTime>>,
+    pool: Pool,
+    /// Command buffers submitted without waiting, whose device times are read at the next wait.
+    in_flight: Vec<Submitted<'g>>,
+    /// The last act_quant: its input, dims and (values, scales); linears of one activation share it until a state tensor is written in place.
+    pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
+}
+
+/// Device time of one kernel over the dispatches a profile saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KernelTime {
+    /// Dispatches of the kernel.
+    pub dispatches: usize,
+    /// Their summed device seconds.
+    pub seconds: f64,
+}
+
+impl<'g, 'c> GpuExecutor<'g, 'c> {
+    /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` that have a WGSL source of that name will run.
+    pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
+        let sources: HashSet<&'static str> = crate::kernels::registry::all().iter().map(|s| s.kernel).collect();
+        let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new() }
+    }
+
+    /// The same executor running only the registered kernels also named in `allowed`.
+    pub fn only_kernels(mut self, allowed: &[&str]) -> Self {
+        self.registered.retain(|k| allowed.contains(k));
+        self
+    }
+
+    /// The same executor splitting weights and tables at `bytes` per binding (below the device's limit), so small models exercise the split paths.
+    pub fn split_at(mut self, bytes: u64) -> Self {
+        self.limit = bytes.clamp(256, self.gpu.max_binding());
+        self.weights.clear();
+        self
+    }
+
+    /// The device this executor runs on.
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
+    /// Command buffers submitted so far (every `PIPELINE_DISPATCHES` dispatches, and before each read of a value).
+    pub fn submits(&self) -> usize {
+        self.submits
+    }
+
+    /// Times the host waited for the device so far (each read of a value waits once).
+    pub fn waits(&self) -> usize {
+        self.waits
+    }
+
+    /// Dispatches submitted so far.
+    pub fn dispatches(&self) -> usize {
+        self.dispatches
+    }
+
+    /// Uploads every routed expert under `prefix` (`{prefix}.{e}.w1/w2/w3`) stacked for the grouped GEMMs; returns the expert count.
+    pub fn preload_experts(&mut self, prefix: &str) -> Result<usize, ExecError> {
+        crate::exec::gpu::experts::preload(self, prefix)
+    }
+
+    /// Submits pending work and frees every scratch buffer no tensor holds (and the kept bind groups that bind them).
+    pub fn release_scratch(&mut self) -> Result<(), ExecError> {
+        self.flush()?;
+        self.pool.release_free();
+        self.gpu.clear_bind_groups();
+        Ok(())
+    }
+
+    /// Device seconds of the submitted command buffers (0 without timestamp queries).
+    pub fn device_seconds(&self) -> f64 {
+        self.device_seconds
+    }
+
+    /// Starts timing every dispatch on its own (each in its own pass, so totals run above unprofiled ones).
+    pub fn start_profile(&mut self) {
+        self.profile = Some(BTreeMap::new());
+    }
+
+    /// Stops profiling; returns each kernel's dispatches and device seconds since `start_profile`.
+    pub fn take_profile(&mut self) -> Result<BTreeMap<&'static str, KernelTime>, ExecError> {
+        self.flush()?;
+        Ok(self.profile.take().unwrap_or_default())
+    }
+
+    /// The forward's kernels that are not registered (the forward cannot run while any is missing).
+    pub fn missing_kernels(&self) -> Vec<&'static str> {
+        FORWARD_KERNELS.iter().copied().filter(|k| !self.registered.contains(k)).collect()
+    }
+
+    /// Fails unless kernel `name` is registered with the contract (an unregistered kernel never runs).
+    pub(crate) fn need(&self, op: &str, name: &str) -> Result<(), ExecError> {
+        if self.registered.contains(name) {
+            Ok(())
+        } else {
+            Err(ExecError::Unavailable(format!("{op}: kernel `{name}` not registered yet")))
+        }
+    }
+
+    /// Submits what was recorded without waiting once `PIPELINE_DISPATCHES` are pending, so the device runs while the host records the rest.
+    fn submit_early(&mut self) -> Result<(), ExecError> {
+        if self.profile.is_some() || self.rec.len() < PIPELINE_DISPATCHES {
+            return Ok(());
+        }
+        let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
+        self.dispatches += rec.len();
+        self.in_flight.push(rec.submit_async()?);
+        self.submits += 1;
+        Ok(())
+    }
+
+    /// Submits everything recorded so far and waits for it.
+    pub(crate) fn flush(&mut self) -> Result<(), ExecError> {
+        if self.rec.is_empty() && self.in_flight.is_empty() {
+            return Ok(());
+        }
+        let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
+        self.dispatches += rec.len();
+        if let Some(profile) = self.profile.as_mut() {
+            if !rec.is_empty() {
+                self.submits += 1;
+                for (kernel, t) in rec.submit_profiled()? {
+                    let k = profile.entry(kernel).or_default();
+                    k.dispatches += 1;
+                    k.seconds += t;
+                    self.device_seconds += t;
+                }
+            }
+        } else if !rec.is_empty() {
+            self.in_flight.push(rec.submit_async()?);
+            self.submits += 1;
+        }
+        if !self.in_flight.is_empty() {
+            self.gpu.wait()?;
+            for done in std::mem::take(&mut self.in_flight) {
+                self.device_seconds += done.device_seconds()?.unwrap_or(0.0);
+            }
+        }
+        self.waits += 1;
+        if self.pool.flushed() {
+            self.gpu.clear_bind_groups();
+        }
+        Ok(())
+    }
+
+    /// A fresh zero tensor `[rows, cols]` with room for `cap` rows (wgpu zero-initialises new buffers).
+    pub(crate) fn alloc(&self, rows: usize, cols: usize, cap: usize) -> Result<GpuTensor, ExecError> {
+        let buf = self.gpu.alloc((cap.max(rows) * cols * 4) as u64)?;
+        Ok(GpuTensor { buf, rows, cols })
+    }
+
+    /// A tensor of `rows` x `cols` with unspecified contents, from the pool (the next dispatch writes every element).
+    pub(crate) fn out(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        Ok(GpuTensor { buf: self.scratch((rows * cols * 4) as u64)?, rows, cols })
+    }
+
+    /// `out`, or a zero tensor with `spare` zero rows after its rows when `spare` > 0.
+    pub(crate) fn out_spare(&mut self, rows: usize, cols: usize, spare: usize) -> Result<GpuTensor, ExecError> {
+        if spare == 0 {
+            self.out(rows, cols)
+        } else {
+            self.alloc(rows, cols, rows + spare)
+        }
+    }
+
+    /// A pooled buffer of at least `bytes` with unspecified contents.
+    pub(crate) fn scratch(&mut self, bytes: u64) -> Result<Buf, ExecError> {
+        self.submit_early()?;
+        Ok(self.pool.take(self.gpu, bytes)?)
+    }
+
+    /// A pooled buffer holding plain values.
+    pub(crate) fn upload_pod<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<Buf, ExecError> {
+        Ok(self.pool.upload(self.gpu, bytemuck::cast_slice(data))?)
+    }
+
+    /// A tensor holding host values.
+    pub(crate) fn put(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
+        super::cpu::check(data.len() == rows * cols, "upload", || format!("{} values for [{rows}, {cols}]", data.len()))?;
+        Ok(GpuTensor { buf: self.upload_pod(data)?, rows, cols })
+    }
+
+    /// Reads a tensor's values (submits pending work first).
+    pub(crate) fn values_of(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        self.flush()?;
+        let bytes = self.gpu.read(&t.buf)?;
+        let n = t.rows * t.cols;
+        let mut v: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes[..(n * 4).min(bytes.len())]);
+        v.truncate(n);
+        Ok(v)
+    }
+}
+
+impl Executor for GpuExecutor<'_, '_> {
+    type Tensor = GpuTensor;
+
+    fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
+        self.put(rows, cols, data)
+    }
+
+    fn zeros(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        self.alloc(rows, cols, rows)
+    }
+
+    fn read(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        self.values_of(t)
+    }
+
+    fn dims(&self, t: &GpuTensor) -> (usize, usize) {
+        (t.rows, t.cols)
+    }
+
+    fn slice_rows(&mut self, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
+        gr::slice_rows(self, x, start, len)
+    }
+
+    fn hc_repeat(&mut self, x: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gr::hc_repeat(self, x, hc)
+    }
+
+    fn embed(&mut self, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
+        gr::embed(self, module, ids)
+    }
+
+    fn linear(&mut self, x: &GpuTensor, module: &str, out: Out) -> Result<GpuTensor, ExecError> {
+        go::linear(self, x, module, out)
+    }
+
+    fn grouped_linear(&mut self, x: &GpuTensor, module: &str, groups: usize) -> Result<GpuTensor, ExecError> {
+        go::grouped_linear(self, x, module, groups)
+    }
+
+    fn rmsnorm(&mut self, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
+        go::rmsnorm(self, x, module, eps, out)
+    }
+
+    fn scale(&mut self, x: &GpuTensor, s: f32, out: Out) -> Result<GpuTensor, ExecError> {
+        go::scale(self, x, s, out)
+    }
+
+    fn add(&mut self, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+        go::add(self, a, b, out)
+    }
+
+    fn swiglu(&mut self, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
+        go::swiglu(self, g, u, limit)
+    }
+
+    fn hc_mixes(&mut self, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
+        gm::hc_mixes(self, h, site, p)
+    }
+
+    fn hc_collapse(&mut self, h: &GpuTensor, mix: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gm::hc_collapse(self, h, mix, hc)
+    }
+
+    fn hc_expand(&mut self, out: &GpuTensor, h: &GpuTensor, mix: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+        gm::hc_expand(self, out, h, mix, hc)
+    }
+
+    fn engram_gate(&mut self, h: &GpuTensor, kv: &GpuTensor, q_weight: &str, k_weight: &str, p: &EngramGate, live: &[bool]) -> Result<GpuTensor, ExecError> {
+        gm::engram_gate(self, h, kv, (q_weight, k_weight), p, live)
+    }
+
+    fn rope(&mut self, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
+        gm::rope(self, x, cs, heads, inverse)
+    }
+
+    fn qat(&mut self, x: &GpuTensor, kind: Qat) -> Result<GpuTensor, ExecError> {
+        gm::qat(self, x, kind)
+    }
+
+    fn compress_pool(&mut self, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
+        self.quant = None;
+        gm::compress_pool(self, k, g, partial, pending, ratio)
+    }
+
+    fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
+        self.quant = None;
+        gr::append_rows(self, cache, rows)
+    }
+
+    fn ring_write(&mut self, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
+        self.quant = None;
+        gr::ring_write(self, ring, rows, start)
+    }
+
+    fn index_scores(&mut self, q: &GpuTensor, w: &GpuTensor, keys: &GpuTensor, visible: &[usize]) -> Result<GpuTensor, ExecError> {
+        gm::index_scores(self, q, w, keys, visible)
+    }
+
+    fn candidate_mask(&mut self, scores: &GpuTensor, visible: &[usize], blocks: usize, block: usize) -> Result<GpuTensor, ExecError> {
+        gm::candidate_mask(self, scores, visible, blocks, block)
+    }
+
+    fn mask_scores(&mut self, scores: &GpuTensor, mask: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        gm::mask_scores(self, scores, mask)
+    }
+
+    fn index_topk(&mut self, scores: &GpuTensor, k: usize) -> Result<GpuTensor, ExecError> {
+        gm::index_topk(self, scores, k)
+    }
+
+    fn sparse_attention(&mut self, q: &GpuTensor, a: &AttnInputs<'_, GpuTensor>) -> Result<GpuTensor, ExecError> {
+        gm::sparse_attention(self, q, a)
+    }
+
+    fn moe_route(&mut self, logits: &GpuTensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(GpuTensor, GpuTensor), ExecError> {
+        gm::moe_route(self, logits, (bias, bias_vl), image, p)
+    }
+
+    fn routed_experts(&mut self, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, shared: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
+        crate::exec::gpu::experts::routed_experts(self, x, ids, w, shared, prefix, limit)
+    }
+}

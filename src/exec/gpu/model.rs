@@ -1,0 +1,178 @@
+//! The GPU executor's model ops on the hc, rope, qat, compressor, indexer, attention and MoE kernel families.
+use crate::exec::cpu::check;
+use crate::exec::gpu::{GpuExecutor, GpuTensor};
+use crate::exec::gpu::ops::values;
+use crate::kernels::attention::{self, AttnDims};
+use crate::kernels::{compressor, engram, hc, indexer, moe, qat as qat_op, rope as rope_op};
+use crate::exec::{AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
+
+/// mHC mixes of each row.
+pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
+    ex.need("hc_mixes", "hc_mixes")?;
+    let (f, fl) = values(ex, &site.hc_fn)?;
+    let (base, bl) = values(ex, &site.base)?;
+    let (scale, sl) = values(ex, &site.scale)?;
+    let md = p.mix_dim();
+    check(fl == md * h.cols && bl == md && sl == 3 && p.hc > 0 && h.cols.is_multiple_of(p.hc), "hc_mixes", || {
+        format!("{}: {fl} / {bl} / {sl} values for mix {md} over {}", site.hc_fn, h.cols)
+    })?;
+    let mix = ex.out(h.rows, md)?;
+    let seg = ex.scratch(4 * hc::hc_mixes_scratch_words(h.rows, h.cols, md + 1) as u64)?;
+    hc::record_hc_mixes(&mut ex.rec, &h.buf, &f, &scale, &base, &mix.buf, &seg, h.rows, h.cols / p.hc, p, 0)?;
+    Ok(mix)
+}
+
+/// Collapse of each row by the pre columns.
+pub(super) fn hc_collapse(ex: &mut GpuExecutor, h: &GpuTensor, mix: &GpuTensor, hc_n: usize) -> Result<GpuTensor, ExecError> {
+    check(h.rows == mix.rows && hc_n > 0 && h.cols.is_multiple_of(hc_n) && mix.cols >= hc_n, "hc_collapse", || format!("h [{}, {}], mix [{}, {}]", h.rows, h.cols, mix.rows, mix.cols))?;
+    ex.need("hc_collapse", "hc_collapse")?;
+    let d = h.cols / hc_n;
+    let y = ex.out(h.rows, d)?;
+    hc::record_hc_collapse(&mut ex.rec, &h.buf, &mix.buf, &y.buf, h.rows, hc_n, d, mix.cols, 0)?;
+    Ok(y)
+}
+
+/// Expand of each row by the post and comb columns.
+pub(super) fn hc_expand(ex: &mut GpuExecutor, out: &GpuTensor, h: &GpuTensor, mix: &GpuTensor, hc_n: usize) -> Result<GpuTensor, ExecError> {
+    let ok = h.rows == mix.rows && out.rows == h.rows && h.cols == hc_n * out.cols && mix.cols == (2 + hc_n) * hc_n;
+    check(ok, "hc_expand", || format!("out [{}, {}], h [{}, {}], mix [{}, {}]", out.rows, out.cols, h.rows, h.cols, mix.rows, mix.cols))?;
+    ex.need("hc_expand", "hc_expand")?;
+    let y = ex.out(h.rows, h.cols)?;
+    hc::record_hc_expand(&mut ex.rec, &out.buf, &h.buf, &mix.buf, &y.buf, h.rows, hc_n, out.cols, 0)?;
+    Ok(y)
+}
+
+/// Engram gate and add of each row.
+pub(super) fn engram_gate(ex: &mut GpuExecutor, h: &GpuTensor, kv: &GpuTensor, qk: (&str, &str), p: &EngramGate, live: &[bool]) -> Result<GpuTensor, ExecError> {
+    ex.need("engram_gate", "engram_gate")?;
+    let ((q, ql), (k, kl)) = (values(ex, qk.0)?, values(ex, qk.1)?);
+    let n = p.hc * p.d;
+    let ok = ql == n && kl == n && h.cols == n && kv.cols == n + p.d && h.rows == kv.rows && live.len() == h.rows;
+    check(ok, "engram_gate", || format!("h [{}, {}], kv [{}, {}], weights {ql} / {kl}", h.rows, h.cols, kv.rows, kv.cols))?;
+    let flags: Vec<u32> = live.iter().map(|&l| u32::from(l)).collect();
+    let flags = ex.upload_pod(&flags)?;
+    let y = ex.out(h.rows, h.cols)?;
+    engram::record_engram_gate(&mut ex.rec, &h.buf, &kv.buf, &q, &k, &flags, &y.buf, h.rows, p, 0)?;
+    Ok(y)
+}
+
+/// RoPE of each row.
+pub(super) fn rope(ex: &mut GpuExecutor, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
+    let ok = cs.rows == x.rows && heads > 0 && x.cols.is_multiple_of(heads) && cs.cols.is_multiple_of(2) && cs.cols <= x.cols / heads;
+    check(ok, "rope", || format!("x [{}, {}] with {heads} heads, table [{}, {}]", x.rows, x.cols, cs.rows, cs.cols))?;
+    ex.need("rope", if inverse { "rope_inverse" } else { "rope" })?;
+    let y = ex.out(x.rows, x.cols)?;
+    rope_op::record_rope(&mut ex.rec, &x.buf, &cs.buf, &y.buf, x.rows, heads, x.cols / heads, cs.cols, inverse, 0)?;
+    Ok(y)
+}
+
+/// Quantize-dequantize round trip of each block.
+pub(super) fn qat(ex: &mut GpuExecutor, x: &GpuTensor, kind: Qat) -> Result<GpuTensor, ExecError> {
+    check(x.cols.is_multiple_of(kind.block()), "qat", || format!("{} columns are not a multiple of the {kind:?} block", x.cols))?;
+    ex.need("qat", qat_kernel(kind))?;
+    let y = ex.out(x.rows, x.cols)?;
+    qat_op::record_qat(&mut ex.rec, kind, &x.buf, &y.buf, x.rows, x.cols, 0)?;
+    Ok(y)
+}
+
+/// The registered kernel of a QAT kind.
+fn qat_kernel(kind: Qat) -> &'static str {
+    match kind {
+        Qat::Fp8 => "qat_fp8",
+        Qat::Fp4Rows => "qat_fp4_rows",
+        Qat::Fp4Index => "qat_fp4_index",
+    }
+}
+
+/// Gated pooling over the buffered rows then this call's rows; the remainder goes back into `partial` (in place).
+pub(super) fn compress_pool(ex: &mut GpuExecutor, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending_rows: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
+    let hd = k.cols;
+    let ok = ratio > 1 && (k.rows, k.cols) == (g.rows, g.cols) && partial.cols == 2 * hd && partial.rows + 1 >= ratio && pending_rows < ratio;
+    check(ok, "compress_pool", || format!("k [{}, {hd}], partial [{}, {}], pending {pending_rows}, ratio {ratio}", k.rows, partial.rows, partial.cols))?;
+    ex.need("compress_pool", "compress_pool")?;
+    let pooled = ex.out(compressor::pool_groups(k.rows, pending_rows, ratio), hd)?;
+    compressor::record_compress_pool(&mut ex.rec, &k.buf, &g.buf, &partial.buf, &pooled.buf, k.rows, hd, pending_rows, ratio, 0)?;
+    Ok(pooled)
+}
+
+/// Visible key counts as u32 words.
+fn visible_words(ex: &mut GpuExecutor, visible: &[usize]) -> Result<crate::gpu::Buf, ExecError> {
+    let v: Vec<u32> = visible.iter().map(|&n| n.min(u32::MAX as usize) as u32).collect();
+    Ok(ex.upload_pod(&v)?)
+}
+
+/// Indexer scores of each query row.
+pub(super) fn index_scores(ex: &mut GpuExecutor, q: &GpuTensor, w: &GpuTensor, keys: &GpuTensor, visible: &[usize]) -> Result<GpuTensor, ExecError> {
+    let ok = q.rows == w.rows && visible.len() == q.rows && keys.cols > 0 && q.cols == w.cols * keys.cols;
+    check(ok, "index_scores", || format!("q [{}, {}], w [{}, {}], keys [{}, {}]", q.rows, q.cols, w.rows, w.cols, keys.rows, keys.cols))?;
+    ex.need("index_scores", "index_scores")?;
+    let vis = visible_words(ex, visible)?;
+    let y = ex.out(q.rows, keys.rows)?;
+    indexer::record_index_scores(&mut ex.rec, &q.buf, &w.buf, &keys.buf, &vis, &y.buf, q.rows, keys.rows, w.cols, keys.cols, 0)?;
+    Ok(y)
+}
+
+/// Level-one candidate mask of each row.
+pub(super) fn candidate_mask(ex: &mut GpuExecutor, scores: &GpuTensor, visible: &[usize], blocks: usize, block: usize) -> Result<GpuTensor, ExecError> {
+    check(visible.len() == scores.rows && block > 0, "candidate_mask", || format!("{} rows, {} visible counts, block {block}", scores.rows, visible.len()))?;
+    ex.need("candidate_mask", "candidate_mask")?;
+    let vis = visible_words(ex, visible)?;
+    let y = ex.out(scores.rows, scores.cols)?;
+    indexer::record_candidate_mask(&mut ex.rec, &scores.buf, &vis, &y.buf, scores.rows, scores.cols, blocks, block, 0)?;
+    Ok(y)
+}
+
+/// Scores outside the mask set to -inf.
+pub(super) fn mask_scores(ex: &mut GpuExecutor, scores: &GpuTensor, mask: &GpuTensor) -> Result<GpuTensor, ExecError> {
+    check((scores.rows, scores.cols) == (mask.rows, mask.cols), "mask_scores", || format!("[{}, {}] vs [{}, {}]", scores.rows, scores.cols, mask.rows, mask.cols))?;
+    ex.need("mask_scores", "mask_scores")?;
+    let y = ex.out(scores.rows, scores.cols)?;
+    indexer::record_mask_scores(&mut ex.rec, &scores.buf, &mask.buf, &y.buf, scores.rows, scores.cols, 0)?;
+    Ok(y)
+}
+
+/// Top-k of each row: indices ascending as f32, -1 for none.
+pub(super) fn index_topk(ex: &mut GpuExecutor, scores: &GpuTensor, k: usize) -> Result<GpuTensor, ExecError> {
+    ex.need("index_topk", "index_topk")?;
+    let y = ex.out(scores.rows, k)?;
+    indexer::record_index_topk(&mut ex.rec, &scores.buf, &y.buf, scores.rows, scores.cols, k, 0)?;
+    Ok(y)
+}
+
+/// Sparse attention with sink over each row's window then its selected compressed rows.
+pub(super) fn sparse_attention(ex: &mut GpuExecutor, q: &GpuTensor, a: &AttnInputs<'_, GpuTensor>) -> Result<GpuTensor, ExecError> {
+    ex.need("sparse_attention", "sparse_attention")?;
+    let (sink, heads) = values(ex, a.sink)?;
+    let hd = a.kv.cols;
+    let ok = q.rows == a.kv.rows && q.cols == heads * hd && a.ring.cols == hd && a.ring.rows == a.window && a.window > 0;
+    check(ok, "sparse_attention", || format!("q [{}, {}], kv [{}, {hd}], ring [{}, {}], {heads} sinks", q.rows, q.cols, a.kv.rows, a.ring.rows, a.ring.cols))?;
+    let (comp, sel, topk) = match a.compressed {
+        Some((comp, sel)) => {
+            check(comp.cols == hd && sel.rows == q.rows, "sparse_attention", || format!("compressed [{}, {}], selection [{}, {}]", comp.rows, comp.cols, sel.rows, sel.cols))?;
+            (&comp.buf, &sel.buf, sel.cols)
+        }
+        None => (&a.ring.buf, &a.ring.buf, 0),
+    };
+    let o = ex.out(q.rows, q.cols)?;
+    let d = AttnDims { rows: q.rows, heads, dim: hd, start: a.start, window: a.window, topk, scale: a.scale };
+    attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, 0)?;
+    Ok(o)
+}
+
+/// Router of each row, with `bias_vl` on image rows.
+pub(super) fn moe_route(ex: &mut GpuExecutor, logits: &GpuTensor, biases: (&str, Option<&str>), image: &[bool], p: &RouteParams) -> Result<(GpuTensor, GpuTensor), ExecError> {
+    ex.need("moe_route", "moe_route")?;
+    let (name, vl_name) = biases;
+    let (b, bl) = values(ex, name)?;
+    let (vl, vll) = match vl_name {
+        Some(n) if image.iter().any(|&i| i) => values(ex, n)?,
+        _ => (b.clone(), bl),
+    };
+    let ok = bl == logits.cols && vll == bl && p.k <= logits.cols && image.len() == logits.rows;
+    check(ok, "moe_route", || format!("{name} has {bl} values for {} experts, k {}, {} image flags for {} rows", logits.cols, p.k, image.len(), logits.rows))?;
+    let flags: Vec<u32> = image.iter().map(|&i| u32::from(i)).collect();
+    let flags = ex.upload_pod(&flags)?;
+    let (ids, w) = (ex.out(logits.rows, p.k)?, ex.out(logits.rows, p.k)?);
+    moe::record_moe_route(&mut ex.rec, &logits.buf, &b, &vl, &flags, &ids.buf, &w.buf, logits.rows, logits.cols, p, 0)?;
+    Ok((ids, w))
+}

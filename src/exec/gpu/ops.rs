@@ -1,0 +1,259 @@
+//! The GPU executor's dense ops: weight upload and cache, GEMMs (act_quant first for fp8/fp4), RMSNorm, elementwise, SwiGLU, row copies.
+use crate::exec::cpu::check;
+use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
+use crate::exec::gpu::rows::gather_rows;
+use crate::exec::{ExecError, Out};
+use crate::gpu::Buf;
+use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat};
+use crate::kernels::ops::{self, Elementwise, RmsNorm};
+use crate::weights::Dtype;
+use std::sync::Arc;
+
+/// One row range of a GEMM weight: rows `n0..n0 + n` of the output.
+pub(crate) struct GemmPart {
+    /// First output column.
+    pub n0: usize,
+    /// Output columns.
+    pub n: usize,
+    /// Weight bytes as stored.
+    pub w: Buf,
+    /// e8m0 scale bytes (fp8 and fp4).
+    pub s: Option<Buf>,
+}
+
+/// A GEMM weight `[n, k]` split into parts below the binding limit.
+pub(crate) struct GemmWeight {
+    /// Storage format.
+    pub fmt: WeightFormat,
+    /// Output columns.
+    pub n: usize,
+    /// Inputs.
+    pub k: usize,
+    /// Row parts in order.
+    pub parts: Vec<GemmPart>,
+}
+
+/// The kernel name of a GEMM format.
+pub(crate) fn gemm_kernel(fmt: WeightFormat) -> &'static str {
+    match fmt {
+        WeightFormat::Bf16 => "gemm_bf16",
+        WeightFormat::E4m3 => "gemm_e4m3",
+        WeightFormat::E2m1 => "gemm_e2m1",
+    }
+}
+
+/// Uploads rows `lo..hi` of `module.weight` (and its scales) as a GEMM weight, validated as the CPU executor validates it.
+fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<GemmWeight, ExecError> {
+    let name = format!("{module}.weight");
+    let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
+    let bad = |problem: String| ExecError::BadWeight { name: name.clone(), problem };
+    let [n_all, stored_k] = *w.shape else { return Err(bad(format!("shape {:?} is not 2-D", w.shape))) };
+    let (fmt, k) = match w.dtype {
+        Dtype::BF16 => (WeightFormat::Bf16, stored_k),
+        Dtype::F8E4M3 => (WeightFormat::E4m3, stored_k),
+        Dtype::I8 => (WeightFormat::E2m1, stored_k * 2),
+        d => return Err(bad(format!("dtype {d} is not a GEMM weight"))),
+    };
+    let (lo, hi) = rows.unwrap_or((0, n_all));
+    let scales = if fmt == WeightFormat::Bf16 {
+        None
+    } else {
+        if !k.is_multiple_of(32) {
+            return Err(bad(format!("K = {k} is not a multiple of 32")));
+        }
+        let ws = ex.ckpt.get(&format!("{module}.scale")).ok_or_else(|| ExecError::MissingWeight(format!("{module}.scale")))?;
+        let want = gemm::scale_bytes(fmt, n_all, k);
+        if ws.dtype != Dtype::F8E8M0 || ws.bytes.len() != want {
+            return Err(bad(format!("scale has dtype {} and {} bytes, expected F8_E8M0 and {want}", ws.dtype, ws.bytes.len())));
+        }
+        Some(ws.bytes)
+    };
+    let rb = gemm::row_bytes(fmt, k);
+    if hi > n_all || lo > hi || w.bytes.len() != n_all * rb || (fmt == WeightFormat::E4m3 && !lo.is_multiple_of(32)) {
+        return Err(bad(format!("rows {lo}..{hi} of {n_all} with {} bytes", w.bytes.len())));
+    }
+    let per = ((ex.limit as usize / rb.max(1)) / 32 * 32).max(32);
+    let nb = k / 32;
+    let mut parts = Vec::new();
+    let mut r0 = lo;
+    while r0 < hi {
+        let r1 = (r0 + per).min(hi);
+        let wbuf = ex.gpu.upload(&w.bytes[r0 * rb..r1 * rb])?;
+        let s = match (fmt, scales) {
+            (WeightFormat::E4m3, Some(sb)) => Some(ex.gpu.upload(&sb[(r0 / 32) * nb..r1.div_ceil(32) * nb])?),
+            (WeightFormat::E2m1, Some(sb)) => Some(ex.gpu.upload(&sb[r0 * nb..r1 * nb])?),
+            _ => None,
+        };
+        parts.push(GemmPart { n0: r0 - lo, n: r1 - r0, w: wbuf, s });
+        r0 = r1;
+    }
+    Ok(GemmWeight { fmt, n: hi - lo, k, parts })
+}
+
+/// The cached weight under `key`, uploaded by `make` on first use.
+pub(crate) fn cached(ex: &mut GpuExecutor, key: String, make: impl FnOnce(&GpuExecutor) -> Result<Weight, ExecError>) -> Result<Arc<Weight>, ExecError> {
+    if let Some(w) = ex.weights.get(&key) {
+        return Ok(w.clone());
+    }
+    let w = Arc::new(make(ex)?);
+    ex.weights.insert(key, w.clone());
+    Ok(w)
+}
+
+/// F32 values of the BF16 or F32 tensor `name` on the device, and their count.
+pub(crate) fn values(ex: &mut GpuExecutor, name: &str) -> Result<(Buf, usize), ExecError> {
+    let w = cached(ex, format!("{name}#f32"), |ex| {
+        let v = ex.ckpt.get(name).ok_or_else(|| ExecError::MissingWeight(name.to_string()))?;
+        let vals = v.to_f32().ok_or_else(|| ExecError::BadWeight { name: name.into(), problem: format!("dtype {} is not BF16 or F32", v.dtype) })?;
+        Ok(Weight::Values { buf: ex.gpu.upload_pod(&vals)?, len: vals.len() })
+    })?;
+    match &*w {
+        Weight::Values { buf, len } => Ok((buf.clone(), *len)),
+        _ => Err(ExecError::BadWeight { name: name.into(), problem: "cached as another kind".into() }),
+    }
+}
+
+/// The GEMM weight of `module` (rows `lo..hi` when given), cached.
+fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Arc<Weight>, ExecError> {
+    let key = match rows {
+        None => format!("{module}#gemm"),
+        Some((lo, hi)) => format!("{module}#gemm{lo}-{hi}"),
+    };
+    cached(ex, key, |ex| Ok(Weight::Gemm(upload_gemm(ex, module, rows)?)))
+}
+
+/// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, y.cols]`); `xs` are act_quant scales.
+fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m: usize, y: &GpuTensor, n_base: usize) -> Result<(), ExecError> {
+    ex.need("linear", gemm_kernel(w.fmt))?;
+    for p in &w.parts {
+        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.k, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
+        gemm::record(&mut ex.rec, &a, GemmVariant::for_rows(m), 0)?;
+    }
+    Ok(())
+}
+
+/// Records act_quant of x: (e4m3 values, scales).
+pub(crate) fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecError> {
+    ex.need("linear", "act_quant")?;
+    let (m, k) = (x.rows, x.cols);
+    if let Some((xb, dims, q, s)) = &ex.quant {
+        if xb.buffer == x.buf.buffer && *dims == (m, k) {
+            return Ok((q.clone(), s.clone()));
+        }
+    }
+    let q = ex.scratch((m * k * 4) as u64)?;
+    let s = ex.scratch((m * k / 32 * 4) as u64)?;
+    ops::record_act_quant(&mut ex.rec, &x.buf, &q, &s, m, k, 0)?;
+    ex.quant = Some((x.buf.clone(), (m, k), q.clone(), s.clone()));
+    Ok((q, s))
+}
+
+/// Rounds `y` to bf16 into a new tensor (with `spare` zero rows after it) when `out` asks for it.
+pub(crate) fn round_out(ex: &mut GpuExecutor, y: GpuTensor, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
+    if out == Out::F32 {
+        return Ok(y);
+    }
+    ex.need("round", "round_bf16")?;
+    let r = ex.out_spare(y.rows, y.cols, spare)?;
+    ops::record_elementwise(&mut ex.rec, Elementwise::RoundBf16, &y.buf, &y.buf, &r.buf, y.rows, y.cols, 0)?;
+    Ok(r)
+}
+
+/// `y = x W^T` by the weight's format (the CPU executor's `linear`).
+pub(super) fn linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out) -> Result<GpuTensor, ExecError> {
+    linear_spare(ex, x, module, out, 0)
+}
+
+/// `linear` whose output buffer keeps `spare` zero rows after its rows.
+pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
+    let w = gemm_weight(ex, module, None)?;
+    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
+    if w.k != x.cols {
+        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {} inputs, the activation has {}", w.k, x.cols) });
+    }
+    let y = ex.out_spare(x.rows, w.n, spare)?;
+    if w.fmt == WeightFormat::Bf16 {
+        record_gemm(ex, w, (&x.buf, None), x.rows, &y, 0)?;
+    } else {
+        let (q, s) = act_quant(ex, x)?;
+        record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0)?;
+    }
+    round_out(ex, y, out, spare)
+}
+
+/// Block-diagonal `wo_a`: group g's columns of x (gathered as rows of x viewed `[m*groups, dg]`) times its weight rows, scales 1 on x, bf16 out.
+pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, groups: usize) -> Result<GpuTensor, ExecError> {
+    let name = format!("{module}.weight");
+    let view = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
+    let [n, dg] = *view.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
+    if groups == 0 || !n.is_multiple_of(groups) || x.cols != groups * dg {
+        return Err(ExecError::BadWeight { name, problem: format!("[{n}, {dg}] does not split into {groups} groups over {} inputs", x.cols) });
+    }
+    let r = n / groups;
+    if view.dtype == Dtype::F8E4M3 && (!r.is_multiple_of(32) || !dg.is_multiple_of(32)) {
+        return Err(ExecError::BadWeight { name, problem: format!("group rows {r} and inputs {dg} must be multiples of 32") });
+    }
+    let m = x.rows;
+    let y = ex.out(m, n)?;
+    let ones = ex.put(m, dg / 32, &vec![1.0f32; m * (dg / 32)])?;
+    let flat = GpuTensor { buf: x.buf.clone(), rows: m * groups, cols: dg };
+    for g in 0..groups {
+        let idx: Vec<u32> = (0..m).map(|i| (i * groups + g) as u32).collect();
+        let xg = gather_rows(ex, &flat, &idx)?;
+        let w = gemm_weight(ex, module, Some((g * r, (g + 1) * r)))?;
+        let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name, problem: "not a GEMM weight".into() }) };
+        if !matches!(w.fmt, WeightFormat::Bf16 | WeightFormat::E4m3) {
+            return Err(ExecError::BadWeight { name, problem: "dtype is not BF16 or F8_E4M3".into() });
+        }
+        let xs = (w.fmt == WeightFormat::E4m3).then_some(&ones.buf);
+        record_gemm(ex, w, (&xg.buf, xs), m, &y, g * r)?;
+    }
+    round_out(ex, y, Out::Bf16, 0)
+}
+
+/// RMSNorm of each row with `module.weight`.
+pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
+    ex.need("rmsnorm", "rmsnorm")?;
+    let (w, len) = values(ex, &format!("{module}.weight"))?;
+    check(len == x.cols, "rmsnorm", || format!("{module}.weight has {len} values for rows of {}", x.cols))?;
+    let p = RmsNorm { m: x.rows, d: x.cols, eps, bf16_out: out == Out::Bf16 };
+    let y = ex.out(x.rows, x.cols)?;
+    ops::record_rmsnorm(&mut ex.rec, &p, &x.buf, &w, &y.buf, 0)?;
+    Ok(y)
+}
+
+/// `x * s` (a per-row scale of s on every row), then the output rounding.
+pub(super) fn scale(ex: &mut GpuExecutor, x: &GpuTensor, s: f32, out: Out) -> Result<GpuTensor, ExecError> {
+    ex.need("scale", "scale")?;
+    let sb = ex.upload_pod(&vec![s; x.rows.max(1)])?;
+    let y = ex.out(x.rows, x.cols)?;
+    ops::record_elementwise(&mut ex.rec, Elementwise::Scale, &x.buf, &sb, &y.buf, x.rows, x.cols, 0)?;
+    round_out(ex, y, out, 0)
+}
+
+/// `a + b`, then the output rounding.
+pub(crate) fn add(ex: &mut GpuExecutor, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+    ex.need("add", "add")?;
+    check((a.rows, a.cols) == (b.rows, b.cols), "add", || format!("[{}, {}] vs [{}, {}]", a.rows, a.cols, b.rows, b.cols))?;
+    let y = ex.out(a.rows, a.cols)?;
+    ops::record_elementwise(&mut ex.rec, Elementwise::Add, &a.buf, &b.buf, &y.buf, a.rows, a.cols, 0)?;
+    round_out(ex, y, out, 0)
+}
+
+/// Clamped SwiGLU with row weights 1, bf16 out.
+pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
+    ex.need("swiglu", "swiglu")?;
+    check((g.rows, g.cols) == (u.rows, u.cols), "swiglu", || format!("[{}, {}] vs [{}, {}]", g.rows, g.cols, u.rows, u.cols))?;
+    let ones = ex.upload_pod(&vec![1.0f32; g.rows.max(1)])?;
+    let a = ex.out(g.rows, g.cols)?;
+    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &ones, &a.buf, g.rows, g.cols, limit, true, 0)?;
+    Ok(a)
+}
+
+/// Clamped SwiGLU with per-row weights `rw` `[m]`, bf16 out (routed experts).
+pub(crate) fn swiglu_weighted(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, rw: &Buf, limit: f32) -> Result<GpuTensor, ExecError> {
+    ex.need("swiglu", "swiglu")?;
+    let a = ex.out(g.rows, g.cols)?;
+    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, rw, &a.buf, g.rows, g.cols, limit, true, 0)?;
+    Ok(a)
+}

@@ -1,0 +1,86 @@
+//! The GPU executor's row movement: embedding rows, slices, stream repeat, gathers, cache appends and window-ring writes.
+use crate::exec::cpu::check;
+use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
+use crate::exec::gpu::ops::cached;
+use crate::kernels::rows;
+use crate::weights::Dtype;
+use crate::exec::ExecError;
+
+/// Records a `copy_rows` of `rows` rows of `src` from row `at.0` to row `at.1` of `dst` (ring slots when `ring > 0`), each `repeat` times (see `rows::record_copy_rows`).
+fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at: (usize, usize), ring: usize, repeat: usize) -> Result<(), ExecError> {
+    ex.need("copy_rows", "copy_rows")?;
+    rows::record_copy_rows(&mut ex.rec, &src.buf, &dst.buf, rows, src.cols, at.0, at.1, ring, repeat, 0)?;
+    Ok(())
+}
+
+/// Rows `start..start + len` of `x`.
+pub(super) fn slice_rows(ex: &mut GpuExecutor, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
+    check(start + len <= x.rows, "slice_rows", || format!("rows {start}..{} of {}", start + len, x.rows))?;
+    let y = ex.out(len, x.cols)?;
+    copy(ex, x, &y, len, (start, 0), 0, 1)?;
+    Ok(y)
+}
+
+/// Each row `[d]` repeated `hc` times into `[hc*d]`.
+pub(super) fn hc_repeat(ex: &mut GpuExecutor, x: &GpuTensor, hc: usize) -> Result<GpuTensor, ExecError> {
+    let y = ex.out(x.rows, hc * x.cols)?;
+    copy(ex, x, &y, x.rows, (0, 0), 0, hc)?;
+    Ok(y)
+}
+
+/// Rows of the BF16 table `module.weight` for `ids`: the table is uploaded once, or, when it exceeds one binding, only the call's rows are (the embed kernel then reads them by 0..m).
+pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
+    ex.need("embed", "embed")?;
+    let name = format!("{module}.weight");
+    let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
+    let [rows, cols] = *w.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
+    if w.dtype != Dtype::BF16 || w.bytes.len() != rows * cols * 2 {
+        return Err(ExecError::BadWeight { name, problem: format!("dtype {} with {} bytes is not a BF16 [{rows}, {cols}] table", w.dtype, w.bytes.len()) });
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= rows) {
+        return Err(ExecError::Shape { op: "embed", problem: format!("token id {bad} is outside the {rows}-row table") });
+    }
+    let y = ex.out(ids.len(), cols)?;
+    if w.bytes.len() as u64 <= ex.limit {
+        let table = cached(ex, format!("{name}#table"), |ex| Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)? }))?;
+        let Weight::Table { buf } = &*table else { return Err(ExecError::BadWeight { name, problem: "cached as another kind".into() }) };
+        let idb = ex.upload_pod(ids)?;
+        rows::record_embed(&mut ex.rec, buf, &idb, &y.buf, ids.len(), cols, rows, 0)?;
+    } else {
+        let part: Vec<u8> = ids.iter().flat_map(|&i| w.bytes[i as usize * cols * 2..(i as usize + 1) * cols * 2].iter().copied()).collect();
+        let (buf, local) = (ex.gpu.upload(&part)?, (0..ids.len() as u32).collect::<Vec<_>>());
+        let idb = ex.upload_pod(&local)?;
+        rows::record_embed(&mut ex.rec, &buf, &idb, &y.buf, ids.len(), cols, ids.len(), 0)?;
+    }
+    Ok(y)
+}
+
+/// Rows `idx` of `x` into a new `[idx.len(), cols]` tensor.
+pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &[u32]) -> Result<GpuTensor, ExecError> {
+    ex.need("gather_rows", "gather_rows")?;
+    check(idx.iter().all(|&i| (i as usize) < x.rows), "gather_rows", || format!("an index outside {} rows", x.rows))?;
+    let ib = ex.upload_pod(idx)?;
+    let y = ex.out(idx.len(), x.cols)?;
+    rows::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, idx.len(), x.cols, x.rows, 0)?;
+    Ok(y)
+}
+
+/// Appends `rows` to `cache`, moving it into a buffer of twice the rows when it is full.
+pub(super) fn append_rows(ex: &mut GpuExecutor, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
+    check(cache.cols == rows.cols, "append_rows", || format!("cache rows of {} vs rows of {}", cache.cols, rows.cols))?;
+    let need = cache.rows + rows.rows;
+    if need > cache.capacity() {
+        let grown = ex.alloc(cache.rows, cache.cols, need.max(2 * cache.capacity()).max(16))?;
+        copy(ex, cache, &grown, cache.rows, (0, 0), 0, 1)?;
+        *cache = grown;
+    }
+    copy(ex, rows, cache, rows.rows, (0, cache.rows), 0, 1)?;
+    cache.rows = need;
+    Ok(())
+}
+
+/// Writes rows (positions `start..`) into ring slots `position mod ring rows`; of rows beyond the ring only the last are written, as sequential writes leave them.
+pub(super) fn ring_write(ex: &mut GpuExecutor, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
+    check(ring.cols == rows.cols && ring.rows > 0, "ring_write", || format!("ring [{}, {}] vs rows of {}", ring.rows, ring.cols, rows.cols))?;
+    copy(ex, rows, ring, rows.rows, (0, start), ring.rows, 1)
+}

@@ -1,0 +1,205 @@
+//! Contract registrations of the three GEMM formats: shapes, random and edge inputs, controls.
+use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
+use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs};
+use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, words};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2};
+
+/// A GEMM format registered with the contract.
+pub struct GemmKernel {
+    fmt: WeightFormat,
+    name: &'static str,
+}
+
+/// The three registrations.
+pub static KERNELS: [GemmKernel; 3] = [
+    GemmKernel { fmt: WeightFormat::Bf16, name: "gemm_bf16" },
+    GemmKernel { fmt: WeightFormat::E4m3, name: "gemm_e4m3" },
+    GemmKernel { fmt: WeightFormat::E2m1, name: "gemm_e2m1" },
+];
+
+const CONTROLS: &[Control] = &[
+    Control::new(1, "skip the last K block"),
+    Control::new(2, "reverse the segment order"),
+    Control::new(3, "read the neighbouring row in the last block"),
+    Control::new(4, "leave one output unwritten"),
+    Control::new(5, "double the first block's scale"),
+];
+
+/// (label, n, k) of the model's real shapes per format, with N trimmed when quick.
+fn real_shapes(fmt: WeightFormat) -> &'static [(&'static str, usize, usize)] {
+    match fmt {
+        WeightFormat::Bf16 => &[("ffn.gate", 384, 5120), ("compressor.wkv", 512, 5120), ("indexer.wk", 128, 512), ("head", 129280, 5120)],
+        WeightFormat::E4m3 => &[
+            ("wq_a", 1280, 5120),
+            ("wq_b", 32768, 1280),
+            ("wo_a", 8192, 4096),
+            ("wo_b", 5120, 8192),
+            ("shared.w2", 5120, 2304),
+        ],
+        WeightFormat::E2m1 => &[("expert.w1", 2304, 5120), ("expert.w2", 5120, 2304)],
+    }
+}
+
+impl GemmKernel {
+    fn nb(k: usize) -> usize {
+        k / 32
+    }
+}
+
+impl Kernel for GemmKernel {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn variants(&self) -> &'static [&'static str] {
+        &["ref", "gemv", "tiled", "grouped", "grouped_tiled"]
+    }
+
+    fn supports(&self, variant: &str, case: &Case) -> bool {
+        variant != "gemv" || case.rows <= GEMV_MAX_ROWS
+    }
+
+    fn cases(&self, quick: bool) -> Vec<Case> {
+        let mut c = Vec::new();
+        for &(label, n, k) in real_shapes(self.fmt) {
+            let n_cut = if quick { n.min(512) } else { n };
+            c.push(Case::new(&format!("{label} {}x{}x{k}", 4, n_cut), 4, n_cut, k));
+        }
+        for &(label, n, k) in real_shapes(self.fmt).iter().take(2) {
+            let (rows, n_cut) = if quick { (17, n.min(256)) } else { (130, n.min(4096)) };
+            c.push(Case::new(&format!("{label} prefill {rows}x{n_cut}x{k}"), rows, n_cut, k));
+        }
+        c.push(Case::new("tiny 3x64x64", 3, 64, 64));
+        c.push(Case::new("tiny 9x96x64", 9, 96, 64));
+        c.push(Case::new("awkward 1x33x288", 1, 33, 288));
+        c.push(Case::new("awkward 7x65x96", 7, 65, 96));
+        c.push(Case::new("awkward 70x1x2336", 70, 1, 2336));
+        c.push(Case::new("edge 5x40x320", 5, 40, 320).edge());
+        c
+    }
+
+    fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
+        let (m, n, k) = (case.rows, case.n, case.k);
+        let nb = Self::nb(k);
+        let bf16 = self.fmt == WeightFormat::Bf16;
+        let mut x = vec![0.0f32; m * k];
+        let mut xs = vec![1.0f32; m * nb];
+        for i in 0..m {
+            for t in 0..k {
+                x[i * k + t] = match (bf16, case.edge) {
+                    (true, false) => bf16_normal(rng, 1.0),
+                    (false, false) => e4m3_to_f32(e4m3_code(rng)),
+                    (true, true) => [65280.0, -65280.0, 0.0, -0.0, 1.0][(i + t) % 5],
+                    (false, true) => [448.0, -448.0, 0.0, -0.0, 0.001953125][(i * 3 + t) % 5],
+                };
+            }
+            if !bf16 {
+                for b in 0..nb {
+                    xs[i * nb + b] = pow2(rng.below(13) as i32 - 10);
+                }
+            }
+        }
+        let mut w = Vec::with_capacity(gemm::row_bytes(self.fmt, k) * n);
+        for j in 0..n {
+            for t in 0..k {
+                match self.fmt {
+                    WeightFormat::Bf16 => {
+                        let v = if case.edge { [1.0, -1.0, 0.0, 65280.0][(j + t) % 4] } else { bf16_normal(rng, 0.05) };
+                        w.extend_from_slice(&bf16_from_f32(v).to_le_bytes());
+                    }
+                    WeightFormat::E4m3 => w.push(if case.edge { [0x7e, 0xfe, 0x00, 0x80, 0x01][(j + 2 * t) % 5] } else { e4m3_code(rng) }),
+                    WeightFormat::E2m1 if t % 2 == 0 => {
+                        let v = |t: usize| [6.0f32, -6.0, 0.0, 0.5][(j + t) % 4];
+                        let lo = if case.edge { e2m1_from_f32(v(t)) } else { (rng.next_u32() & 15) as u8 };
+                        let hi = if case.edge { e2m1_from_f32(v(t + 1)) } else { (rng.next_u32() & 15) as u8 };
+                        w.push(lo | (hi << 4));
+                    }
+                    WeightFormat::E2m1 => {}
+                }
+            }
+        }
+        let ws: Vec<u8> = (0..gemm::scale_bytes(self.fmt, n, k)).map(|_| 120 + rng.below(15) as u8).collect();
+        let mut data = vec![Data::rows_f32(&x, k)];
+        if !bf16 {
+            data.push(Data::rows_f32(&xs, nb));
+        }
+        data.push(Data::shared(w));
+        data.push(Data::shared(ws));
+        Inputs { data }
+    }
+
+    fn out_row_words(&self, case: &Case) -> Vec<usize> {
+        vec![case.n]
+    }
+
+    fn oracle(&self, case: &Case, inputs: &Inputs) -> Outputs {
+        let (x, xs, w, ws) = self.unpack(inputs);
+        vec![words(&gemm::oracle(self.fmt, case.rows, case.n, case.k, &x, &xs, w, ws))]
+    }
+
+    fn reference(&self, case: &Case, inputs: &Inputs) -> Vec<f64> {
+        let (x, xs, w, ws) = self.unpack(inputs);
+        gemm::reference(self.fmt, case.rows, case.n, case.k, &x, &xs, w, ws).0
+    }
+
+    fn bound(&self, case: &Case, inputs: &Inputs, _reference: &[f64]) -> Vec<f64> {
+        let (x, xs, w, ws) = self.unpack(inputs);
+        let g = gamma(canonical_depth(case.k));
+        gemm::reference(self.fmt, case.rows, case.n, case.k, &x, &xs, w, ws).1.iter().map(|a| g * a).collect()
+    }
+
+    fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
+        f64s(&outputs[0])
+    }
+
+    fn run(&self, gpu: &Gpu, variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+        let v = GemmVariant::from_name(variant).unwrap_or(GemmVariant::Ref);
+        let bf16 = self.fmt == WeightFormat::Bf16;
+        let x = gpu.upload(&inputs.data[0].bytes)?;
+        let xs = if bf16 { None } else { Some(gpu.upload(&inputs.data[1].bytes)?) };
+        let wi = if bf16 { 1 } else { 2 };
+        let (w, ws) = gpu.upload_gemm_weights(&inputs.data[wi].bytes, &inputs.data[wi + 1].bytes)?;
+        let words = case.rows * case.n;
+        let out = poisoned(gpu, words)?;
+        let mut rec = Recorder::new(gpu);
+        if variant.starts_with("grouped") {
+            let tiled = variant == "grouped_tiled";
+            let entries = gemm_grouped::tiling(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
+            let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
+            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
+            gemm_grouped::record_grouped(&mut rec, &a, tiled, control)?;
+        } else {
+            let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
+            gemm::record(&mut rec, &args, v, control)?;
+        }
+        rec.submit()?;
+        read_outputs(gpu, &[(&out, words)])
+    }
+
+    fn controls(&self) -> &'static [Control] {
+        CONTROLS
+    }
+
+    fn footprint(&self, variant: &str) -> Footprint {
+        let bindings = u32::from(variant.starts_with("grouped")) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        match variant {
+            "ref" => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
+            "grouped" => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
+            "grouped_tiled" => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
+            _ => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
+        }
+    }
+}
+
+impl GemmKernel {
+    fn unpack<'a>(&self, inputs: &'a Inputs) -> (Vec<f32>, Vec<f32>, &'a [u8], &'a [u8]) {
+        let x = inputs.data[0].f32s();
+        if self.fmt == WeightFormat::Bf16 {
+            (x, Vec::new(), &inputs.data[1].bytes, &inputs.data[2].bytes)
+        } else {
+            (x, inputs.data[1].f32s(), &inputs.data[2].bytes, &inputs.data[3].bytes)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Grouped GEMM: one dispatch over table entries, each a block of x rows times a block of weight rows into a block of output columns (the routed experts: an entry per expert over its packed rows and its rows of the stacked weights).
+use crate::kernels::gemm::{gemm_shader, operands, WeightFormat};
+use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+
+
+const SHADERS: [[Shader; 3]; 2] = [
+    [
+        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "gemv_core"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "gemv_core"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6", "gemv_core"),
+    ],
+    [
+        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "tile"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "tile"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "tile"),
+    ],
+];
+
+/// Most rows of one entry of the tiled grouped variant.
+pub const TILE_ROWS: usize = 64;
+
+/// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
+pub const PART: usize = 4091;
+
+/// The six grouped shaders (format x {grouped, grouped_tiled}).
+pub fn shaders() -> [Shader; 6] {
+    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2]]
+}
+
+/// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupEntry {
+    pub w_row: usize,
+    pub first: usize,
+    pub rows: usize,
+    pub col: usize,
+    pub cols: usize,
+}
+
+impl GroupEntry {
+    /// The entry as the table's five words.
+    pub fn words(&self) -> [u32; 5] {
+        [self.w_row as u32, self.first as u32, self.rows as u32, self.col as u32, self.cols as u32]
+    }
+}
+
+/// The table words of `entries`.
+pub fn table_words(entries: &[GroupEntry]) -> Vec<u32> {
+    entries.iter().flat_map(GroupEntry::words).collect()
+}
+
+/// Device operands of one grouped GEMM.
+pub struct GroupedArgs<'a> {
+    pub fmt: WeightFormat,
+    /// Rows of x (and of out).
+    pub m: usize,
+    pub k: usize,
+    /// Activations [m, k] as f32 values; act_quant scales [m, k/32] for the scaled formats.
+    pub x: &'a Buf,
+    pub xs: Option<&'a Buf>,
+    /// Weight rows (every entry's `w_row..w_row+cols` inside) and their scales.
+    pub w: &'a Buf,
+    pub ws: Option<&'a Buf>,
+    /// Output [m, ldo] f32.
+    pub out: &'a Buf,
+    pub ldo: usize,
+    /// The entries, and the same as table words on the device.
+    pub entries: &'a [GroupEntry],
+    pub table: &'a Buf,
+}
+
+/// Records one grouped GEMM, 64x64 tiles when `tiled` (entries of at most `TILE_ROWS` rows) (`control` is 0 outside the contract); nothing when there are no entries.
+pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, control: u32) -> Result<(), GpuError> {
+    let shader = SHADERS[usize::from(tiled)][a.fmt as usize];
+    let bad = |message: String| GpuError::Shader { kernel: format!("{}/{}", shader.kernel, shader.variant), message };
+    if a.entries.is_empty() {
+        return Ok(());
+    }
+    if a.entries.len() > 65535 || a.k % 32 != 0 || a.k / 32 > PART || a.table.bytes < 20 * a.entries.len() as u64 {
+        return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
+    }
+    let max_rows = if tiled { TILE_ROWS } else { usize::MAX };
+    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows) {
+        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, or outside x rows {} or output columns {}", a.m, a.ldo)));
+    }
+    let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
+    let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
+    if tiled {
+        let groups = [(cols as u32).div_ceil(64), a.entries.len() as u32, 1];
+        let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
+        let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
+        return rec.dispatch(&key, &params, &args(a)?, groups);
+    }
+    let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols / 256).clamp(1, 64) as u32;
+    let groups = [(cols as u32).div_ceil(r), a.entries.len() as u32, 1];
+    let key = PipelineKey::new(shader, &[("R", f64::from(r)), ("CONTROL", f64::from(control))]);
+    let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
+    rec.dispatch(&key, &params, &args(a)?, groups)
+}
+
+/// The bindings of a grouped GEMM: the format's operands, then the table.
+fn args<'a>(a: &GroupedArgs<'a>) -> Result<Vec<Arg<'a>>, GpuError> {
+    let mut v = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() })?;
+    v.push(Arg::Whole(a.table));
+    Ok(v)
+}
+
+/// Entries that tile an [m, n] GEMM into uneven row blocks (1, 3, 7, 15, ... rows, at most `max_rows`) times up to three column blocks, so every offset is exercised.
+pub fn tiling(m: usize, n: usize, max_rows: usize) -> Vec<GroupEntry> {
+    let col_blocks = n.clamp(1, 3);
+    let per = n.div_ceil(col_blocks);
+    let mut entries = Vec::new();
+    let (mut first, mut size) = (0, 1);
+    while first < m {
+        let rows = size.min(m - first).min(max_rows);
+        for c in (0..n).step_by(per.max(1)) {
+            entries.push(GroupEntry { w_row: c, first, rows, col: c, cols: per.min(n - c) });
+        }
+        first += rows;
+        size = size * 2 + 1;
+    }
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiling_covers_every_output_once() {
+        for (m, n, cap) in [(1, 1, 64), (4, 512, 64), (17, 33, 5), (70, 1, 64), (130, 4096, 64), (300, 70, usize::MAX)] {
+            let mut seen = vec![0u8; m * n];
+            for e in tiling(m, n, cap) {
+                assert!(e.rows <= cap);
+                assert_eq!(e.w_row, e.col);
+                for i in e.first..e.first + e.rows {
+                    (e.col..e.col + e.cols).for_each(|j| seen[i * n + j] += 1);
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{m}x{n}");
+        }
+    }
+}

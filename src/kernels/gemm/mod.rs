@@ -1,0 +1,225 @@
+//! GEMM y[m,n] = sum_k x[m,k] w[n,k] for bf16, e4m3 (32x32 e8m0 blocks) and e2m1 (e8m0 per 32 along K) weights.
+pub mod contract;
+pub mod grouped;
+
+use crate::gpu::{Arg, Buf, Gpu, GpuError, PipelineKey, Recorder, Shader};
+use crate::numerics::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, sum::canonical_sum};
+
+/// Weight storage formats of the model's GEMMs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// bf16 weights with bf16 activations, no scales.
+    Bf16,
+    /// e4m3 weights with one e8m0 scale per 32x32 block; activations act_quant'd to e4m3 per 32.
+    E4m3,
+    /// e2m1 weights, two per byte (low nibble first), one e8m0 scale per 32 along K; e4m3 activations.
+    E2m1,
+}
+
+/// Which kernel computes the GEMM; all give the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmVariant {
+    /// One invocation per output (the WGSL reference).
+    Ref,
+    /// Block-parallel over K for 1-8 rows (decode).
+    Gemv,
+    /// 64x64 tiles (prefill).
+    Tiled,
+}
+
+/// Most rows the gemv variant handles.
+pub const GEMV_MAX_ROWS: usize = 8;
+
+impl GemmVariant {
+    /// The variant the engine runs for `m` rows.
+    pub fn for_rows(m: usize) -> GemmVariant {
+        if m <= GEMV_MAX_ROWS {
+            GemmVariant::Gemv
+        } else {
+            GemmVariant::Tiled
+        }
+    }
+
+    /// The contract's name for the variant.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmVariant::Ref => "ref",
+            GemmVariant::Gemv => "gemv",
+            GemmVariant::Tiled => "tiled",
+        }
+    }
+
+    /// The variant of a contract name.
+    pub fn from_name(s: &str) -> Option<GemmVariant> {
+        [GemmVariant::Ref, GemmVariant::Gemv, GemmVariant::Tiled].into_iter().find(|v| v.name() == s)
+    }
+}
+
+macro_rules! gemm_shader {
+    ($kernel:literal, $fmt:literal, $variant:literal $(, $part:literal)*) => {
+        Shader {
+            kernel: $kernel,
+            variant: $variant,
+            source: concat!(
+                include_str!(concat!("../../../wgsl/gemm/fmt_", $fmt, ".wgsl")),
+                include_str!("../../../wgsl/gemm/common.wgsl"),
+                $(include_str!(concat!("../../../wgsl/gemm/", $part, ".wgsl")),)*
+                include_str!(concat!("../../../wgsl/gemm/", $variant, ".wgsl"))
+            ),
+        }
+    };
+}
+pub(crate) use gemm_shader;
+
+const SHADERS: [[Shader; 3]; 3] = [
+    [gemm_shader!("gemm_bf16", "bf16", "ref"), gemm_shader!("gemm_bf16", "bf16", "gemv", "gemv_core"), gemm_shader!("gemm_bf16", "bf16", "tiled", "tile")],
+    [gemm_shader!("gemm_e4m3", "e4m3", "ref"), gemm_shader!("gemm_e4m3", "e4m3", "gemv", "gemv_core"), gemm_shader!("gemm_e4m3", "e4m3", "tiled", "tile")],
+    [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv", "gemv_core"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "tile")],
+];
+
+/// The nine GEMM shaders (format x variant).
+pub fn shaders() -> [Shader; 9] {
+    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2], SHADERS[2][0], SHADERS[2][1], SHADERS[2][2]]
+}
+
+/// Bytes of one weight row of K elements.
+pub fn row_bytes(fmt: WeightFormat, k: usize) -> usize {
+    match fmt {
+        WeightFormat::Bf16 => 2 * k,
+        WeightFormat::E4m3 => k,
+        WeightFormat::E2m1 => k / 2,
+    }
+}
+
+/// Scale bytes for an [n, k] weight.
+pub fn scale_bytes(fmt: WeightFormat, n: usize, k: usize) -> usize {
+    match fmt {
+        WeightFormat::Bf16 => 0,
+        WeightFormat::E4m3 => n.div_ceil(32) * (k / 32),
+        WeightFormat::E2m1 => n * (k / 32),
+    }
+}
+
+/// Device operands of one GEMM.
+pub struct GemmArgs<'a> {
+    pub fmt: WeightFormat,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// Activations [m, k] as f32 values (bf16 or e4m3 values).
+    pub x: &'a Buf,
+    /// Activation scales [m, k/32] as f32 powers of two (e4m3 and e2m1 formats).
+    pub xs: Option<&'a Buf>,
+    pub w: &'a Buf,
+    pub ws: Option<&'a Buf>,
+    /// Output [m, ldo] f32; columns `n_base..n_base+n` are written.
+    pub out: &'a Buf,
+    pub n_base: usize,
+    pub ldo: usize,
+}
+
+/// Rows per workgroup of the gemv variant: within its 4096-word workgroup memory, leaving at least 256 workgroups.
+pub fn gemv_rows(m: usize, n: usize, k: usize) -> u32 {
+    let fit = 4096 / (m.max(1) * (k / 32).max(1));
+    fit.min(n / 256).clamp(1, 64) as u32
+}
+
+/// Records one GEMM with `variant` (`control` is 0 outside the contract).
+pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u32) -> Result<(), GpuError> {
+    let fi = a.fmt as usize;
+    let shader = SHADERS[fi][variant as usize];
+    let (m, n, k) = (a.m as u32, a.n as u32, a.k as u32);
+    let (constants, groups): (Vec<(&'static str, f64)>, [u32; 3]) = match variant {
+        GemmVariant::Ref => (vec![], [n.div_ceil(64), m, 1]),
+        GemmVariant::Gemv => {
+            let r = gemv_rows(a.m, a.n, a.k);
+            let wgs = n.div_ceil(r);
+            let gx = wgs.min(32768);
+            (vec![("R", f64::from(r))], [gx, wgs.div_ceil(gx), 1])
+        }
+        GemmVariant::Tiled => (vec![], [n.div_ceil(64), m.div_ceil(64), 1]),
+    };
+    let mut constants = constants;
+    constants.push(("CONTROL", f64::from(control)));
+    let key = PipelineKey::new(shader, &constants);
+    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0]];
+    let args = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: shader.kernel.into(), message: "scales missing for a scaled format".into() })?;
+    rec.dispatch(&key, &params, &args, groups)
+}
+
+/// A GEMM's bindings in its format's order: x, (x scales), w, (w scales), out; None when a scaled format lacks scales.
+pub(crate) fn operands<'a>(fmt: WeightFormat, [x, w, out]: [&'a Buf; 3], xs: Option<&'a Buf>, ws: Option<&'a Buf>) -> Option<Vec<Arg<'a>>> {
+    match (fmt, xs, ws) {
+        (WeightFormat::Bf16, _, _) => Some(vec![Arg::Whole(x), Arg::Whole(w), Arg::Whole(out)]),
+        (_, Some(xs), Some(ws)) => Some(vec![Arg::Whole(x), Arg::Whole(xs), Arg::Whole(w), Arg::Whole(ws), Arg::Whole(out)]),
+        _ => None,
+    }
+}
+
+/// Decodes weight row `n` (K values) and its per-block scales.
+pub fn decode_row(fmt: WeightFormat, k: usize, w: &[u8], ws: &[u8], n: usize) -> (Vec<f32>, Vec<f32>) {
+    let nb = k / 32;
+    match fmt {
+        WeightFormat::Bf16 => {
+            let row = &w[n * 2 * k..(n + 1) * 2 * k];
+            (row.chunks_exact(2).map(|c| bf16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(), vec![1.0; k.div_ceil(32)])
+        }
+        WeightFormat::E4m3 => {
+            let row = &w[n * k..(n + 1) * k];
+            let s = (0..nb).map(|b| e8m0_to_f32(ws[(n / 32) * nb + b])).collect();
+            (row.iter().map(|&c| e4m3_to_f32(c)).collect(), s)
+        }
+        WeightFormat::E2m1 => {
+            let row = &w[n * k / 2..(n + 1) * k / 2];
+            let v = row.iter().flat_map(|&b| [e2m1_to_f32(b & 15), e2m1_to_f32(b >> 4)]).collect();
+            (v, (0..nb).map(|b| e8m0_to_f32(ws[n * nb + b])).collect())
+        }
+    }
+}
+
+/// The CPU oracle: canonical order, scales multiplying block sums.
+pub fn oracle(fmt: WeightFormat, m: usize, n: usize, k: usize, x: &[f32], xs: &[f32], w: &[u8], ws: &[u8]) -> Vec<f32> {
+    let nb = k.div_ceil(32);
+    let mut out = vec![0.0f32; m * n];
+    for j in 0..n {
+        let (wr, wsc) = decode_row(fmt, k, w, ws, j);
+        for i in 0..m {
+            let xr = &x[i * k..(i + 1) * k];
+            let xsc = |b: usize| if fmt == WeightFormat::Bf16 { 1.0 } else { xs[i * nb + b] };
+            out[i * n + j] = canonical_sum(k, |t| xr[t] * wr[t], |b| xsc(b) * wsc[b]);
+        }
+    }
+    out
+}
+
+/// The f64 reference and the sum of |terms| (for the bound), per output.
+pub fn reference(fmt: WeightFormat, m: usize, n: usize, k: usize, x: &[f32], xs: &[f32], w: &[u8], ws: &[u8]) -> (Vec<f64>, Vec<f64>) {
+    let nb = k.div_ceil(32);
+    let mut val = vec![0.0f64; m * n];
+    let mut mag = vec![0.0f64; m * n];
+    for j in 0..n {
+        let (wr, wsc) = decode_row(fmt, k, w, ws, j);
+        for i in 0..m {
+            let (mut v, mut a) = (0.0f64, 0.0f64);
+            for t in 0..k {
+                let b = t / 32;
+                let s = f64::from(wsc[b]) * if fmt == WeightFormat::Bf16 { 1.0 } else { f64::from(xs[i * nb + b]) };
+                let p = f64::from(x[i * k + t]) * f64::from(wr[t]) * s;
+                v += p;
+                a += p.abs();
+            }
+            val[i * n + j] = v;
+            mag[i * n + j] = a;
+        }
+    }
+    (val, mag)
+}
+
+impl Gpu {
+    /// Uploads GEMM weights and scales (scales may be empty for bf16).
+    pub fn upload_gemm_weights(&self, w: &[u8], ws: &[u8]) -> Result<(Buf, Option<Buf>), GpuError> {
+        let wb = self.upload(w)?;
+        let sb = if ws.is_empty() { None } else { Some(self.upload(ws)?) };
+        Ok((wb, sb))
+    }
+}

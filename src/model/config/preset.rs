@@ -1,0 +1,107 @@
+//! Built-in configs for make-tiny's `--preset`: the release's layer widths with a few layers, so one step reads the bytes real layers read.
+use crate::model::config::{invalid, Config, ConfigError};
+use serde_json::{json, Value};
+use std::str::FromStr;
+
+/// The flash-scaled preset at its default 3 layers: window-only with engram, ratio-2 Full, ratio-1 Full candidate source.
+pub const FLASH_SCALED_CONFIG_JSON: &str = include_str!("configs/flash_scaled.json");
+
+/// Most backbone layers a preset takes (the release's count).
+pub const MAX_PRESET_LAYERS: usize = 40;
+
+/// A built-in checkpoint preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// Release widths (hidden 5120, 384 experts of 2304, vocab 129280), few layers, a tiny engram table, no DSpark, no vision.
+    FlashScaled,
+}
+
+impl FromStr for Preset {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Preset, ConfigError> {
+        match s {
+            "flash-scaled" => Ok(Preset::FlashScaled),
+            other => Err(invalid("--preset", format!("`{other}` is not a preset; known: flash-scaled"))),
+        }
+    }
+}
+
+/// The layer roles of `n` flash-scaled layers: compress ratios, KV sources, index sources, candidate source.
+struct Roles {
+    ratios: Vec<usize>,
+    kv: Vec<usize>,
+    index: Vec<usize>,
+    candidate: i64,
+}
+
+/// 1: one ratio-2 Full layer; 2: window-only then ratio-2 Full; 3: then a ratio-1 Full candidate source; 4+: then a Reindex layer and ratio-1 Reuse layers.
+fn flash_scaled_roles(n: usize) -> Roles {
+    match n {
+        1 => Roles { ratios: vec![2], kv: vec![0], index: vec![0], candidate: -1 },
+        2 => Roles { ratios: vec![0, 2], kv: vec![1], index: vec![1], candidate: -1 },
+        _ => {
+            let mut ratios = vec![0, 2];
+            ratios.resize(n, 1);
+            let index = if n >= 4 { vec![1, 2, 3] } else { vec![1, 2] };
+            Roles { ratios, kv: vec![1, 2], index, candidate: 2 }
+        }
+    }
+}
+
+/// The config JSON of `preset` with `layers` backbone layers (the preset's default when `None`), validated.
+pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<String, ConfigError> {
+    let Preset::FlashScaled = preset;
+    let mut v: Value = serde_json::from_str(FLASH_SCALED_CONFIG_JSON).map_err(|e| ConfigError::Json(e.to_string()))?;
+    if let Some(n) = layers {
+        if n == 0 || n > MAX_PRESET_LAYERS {
+            return Err(invalid("--layers", format!("is {n}; must be between 1 and {MAX_PRESET_LAYERS}")));
+        }
+        let r = flash_scaled_roles(n);
+        let t = v.get_mut("text_config").and_then(Value::as_object_mut).ok_or_else(|| ConfigError::Missing { key: "text_config".into() })?;
+        t.insert("num_hidden_layers".into(), json!(n));
+        t.insert("compress_ratios".into(), json!(r.ratios));
+        t.insert("kv_source_layer_ids".into(), json!(r.kv));
+        t.insert("index_source_layer_ids".into(), json!(r.index));
+        t.insert("candidate_source_layer_id".into(), json!(r.candidate));
+    }
+    let text = serde_json::to_string_pretty(&v).map_err(|e| ConfigError::Json(e.to_string()))? + "\n";
+    Config::from_json(&text)?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{expected_tensors, LayerMode};
+
+    #[test]
+    fn every_layer_count_gives_a_valid_config_with_release_widths() {
+        for n in 1..=MAX_PRESET_LAYERS {
+            let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, Some(n)).expect("valid")).expect("parses");
+            assert_eq!((cfg.num_hidden_layers, cfg.hidden_size, cfg.n_routed_experts, cfg.moe_intermediate_size, cfg.vocab_size), (n, 5120, 384, 2304, 129280));
+            assert_eq!(cfg.engram_layer_ids, vec![0]);
+        }
+    }
+
+    #[test]
+    fn default_preset_has_a_window_layer_a_ratio_two_source_and_a_ratio_one_candidate_source() {
+        let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, None).expect("valid")).expect("parses");
+        let plan = cfg.layer_plan();
+        let modes: Vec<_> = plan.iter().map(|p| (p.mode, p.ratio)).collect();
+        assert_eq!(modes, vec![(LayerMode::Window, 0), (LayerMode::Full, 2), (LayerMode::Full, 1)]);
+        assert!(plan[2].candidate_source);
+        let experts = expected_tensors(&cfg).iter().filter(|s| s.name.contains(".ffn.experts.")).count();
+        assert_eq!(experts, 3 * 384 * 6);
+    }
+
+    #[test]
+    fn four_layers_add_a_reindex_layer_and_bad_counts_are_refused() {
+        let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, Some(5)).expect("valid")).expect("parses");
+        let modes: Vec<_> = cfg.layer_plan().iter().map(|p| p.mode).collect();
+        assert_eq!(modes[3..], [LayerMode::Reindex, LayerMode::Reuse]);
+        assert!(preset_config_json(Preset::FlashScaled, Some(0)).is_err());
+        assert!(preset_config_json(Preset::FlashScaled, Some(MAX_PRESET_LAYERS + 1)).is_err());
+        assert!("flash".parse::<Preset>().is_err());
+    }
+}

@@ -1,0 +1,111 @@
+//! A round of several sequences: each sequence's input, its row range in the round, and the row split and join the per-sequence stages use.
+use super::{ForwardError, LogitRows};
+use crate::model::SeqState;
+use crate::exec::{ExecError, Executor};
+use crate::model::taps::Taps;
+
+/// One sequence's part of a round: its state, its tokens this round (a prompt chunk or one decode token), and which of its rows get logits.
+pub struct SeqInput<'s, T> {
+    /// The sequence's state, advanced by the round.
+    pub state: &'s mut SeqState<T>,
+    /// Its tokens this round, at positions `state.pos..`.
+    pub tokens: &'s [u32],
+    /// Which of its rows get logits.
+    pub rows: LogitRows,
+}
+
+/// One sequence's place in the round and what its index sources published this round.
+pub(crate) struct SeqCtx<T> {
+    /// Absolute position of the sequence's first token this round.
+    pub start: usize,
+    /// Its tokens this round.
+    pub len: usize,
+    /// Its first row in the round's rows.
+    pub row: usize,
+    /// Top-k published by each index source for this sequence.
+    pub topk: Vec<Option<T>>,
+    /// Candidate mask published by the candidate source for this sequence.
+    pub candidates: Option<T>,
+}
+
+/// A sequence's rows of a round tensor: the tensor itself when the round has one sequence, else a copy of its rows.
+pub(crate) enum Part<'a, T> {
+    /// The whole tensor.
+    Whole(&'a T),
+    /// A sliced copy.
+    Rows(T),
+}
+
+impl<T> Part<'_, T> {
+    /// The tensor.
+    pub fn get(&self) -> &T {
+        match self {
+            Part::Whole(t) => t,
+            Part::Rows(t) => t,
+        }
+    }
+}
+
+/// Rows `row..row + len` of `x`, without a copy when they are all of `x`.
+pub(crate) fn part<'a, E: Executor>(ex: &mut E, x: &'a E::Tensor, row: usize, len: usize) -> Result<Part<'a, E::Tensor>, ExecError> {
+    if row == 0 && ex.dims(x).0 == len {
+        Ok(Part::Whole(x))
+    } else {
+        Ok(Part::Rows(ex.slice_rows(x, row, len)?))
+    }
+}
+
+/// The rows of `parts` one after another (a single part is returned as is); `cols` sizes the empty result.
+pub(crate) fn concat<E: Executor>(ex: &mut E, parts: Vec<E::Tensor>, cols: usize) -> Result<E::Tensor, ExecError> {
+    let mut it = parts.into_iter();
+    let (first, second) = (it.next(), it.next());
+    match (first, second) {
+        (None, _) => ex.zeros(0, cols),
+        (Some(one), None) => Ok(one),
+        (Some(a), Some(b)) => {
+            let mut out = ex.zeros(0, cols)?;
+            for t in [a, b].into_iter().chain(it) {
+                ex.append_rows(&mut out, &t)?;
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Records the rows of `parts` one after another as tap `name` when taps are on.
+pub(crate) fn tap_parts<E: Executor>(ex: &mut E, taps: &mut Taps<f32>, name: impl Into<String>, parts: &[&E::Tensor]) -> Result<(), ExecError> {
+    if taps.enabled {
+        let (mut rows, mut cols, mut data) = (0, 0, Vec::new());
+        for t in parts {
+            let (r, c) = ex.dims(t);
+            (rows, cols) = (rows + r, c);
+            data.extend(ex.read(t)?);
+        }
+        taps.record(name, rows, cols, &data);
+    }
+    Ok(())
+}
+
+/// Checks every sequence's call before the round touches any state.
+pub(crate) fn check_inputs<T>(cfg: &crate::model::Config, seqs: &[SeqInput<'_, T>]) -> Result<(), ForwardError> {
+    if seqs.is_empty() {
+        return Err(ForwardError::Input("a round needs at least one sequence".into()));
+    }
+    for (i, q) in seqs.iter().enumerate() {
+        let (start, s) = (q.state.pos, q.tokens.len());
+        let at = |what: String| ForwardError::Input(if seqs.len() > 1 { format!("sequence {i}: {what}") } else { what });
+        if s == 0 {
+            return Err(at("a forward call needs at least one token".into()));
+        }
+        if let Some(bad) = q.tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+            return Err(at(format!("token id {bad} is outside the vocabulary of {}", cfg.vocab_size)));
+        }
+        if start + s > cfg.max_position_embeddings {
+            return Err(at(format!("positions up to {} exceed max_position_embeddings {}", start + s, cfg.max_position_embeddings)));
+        }
+        if q.state.layers.len() != cfg.num_hidden_layers {
+            return Err(at(format!("the state has {} layers, the model {}", q.state.layers.len(), cfg.num_hidden_layers)));
+        }
+    }
+    Ok(())
+}
