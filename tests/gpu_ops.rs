@@ -4,6 +4,7 @@ mod forward_support;
 use forward_support::tiny;
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor, Out};
 use lockstep::gpu::{DeviceChoice, Gpu};
+use lockstep::model::forward::routed_experts;
 use lockstep::numerics::round_bf16;
 
 /// Random bf16 values `[rows, cols]` of about unit size from a fixed seed.
@@ -70,8 +71,8 @@ fn dense_ops_equal_the_cpu_oracle_bit_for_bit_on_gemv_and_tiled_row_counts() {
         }
         let u = randn(rows, d, seed + 30);
         let (uc, ug) = (c.upload(rows, d, &u).expect("op"), g.upload(rows, d, &u).expect("op"));
-        let yc = c.swiglu(&xc, &uc, 1.5).expect("op");
-        let yg = g.swiglu(&xg, &ug, 1.5).expect("op");
+        let yc = c.swiglu(&xc, &uc, None, 1.5).expect("op");
+        let yg = g.swiglu(&xg, &ug, None, 1.5).expect("op");
         assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "swiglu rows {rows}");
         checked += 1;
     }
@@ -131,7 +132,7 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
         let w: Vec<f32> = (0..rows * k).map(|i| round_bf16(0.25 + (i % 7) as f32 * 0.1)).collect();
         let prefix = "layers.1.ffn.experts";
         let (xt, it, wt, st) = (c.upload(rows, d, &x).unwrap(), c.upload(rows, k, &ids).unwrap(), c.upload(rows, k, &w).unwrap(), c.upload(rows, d, &shared).unwrap());
-        let want = c.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("cpu").data;
+        let want = routed_experts(&mut c, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("cpu").data;
         let expert_bytes = t.ckpt.get(&format!("{prefix}.0.w1.weight")).expect("w1").bytes.len() as u64;
         for split in [None, Some(2 * expert_bytes)] {
             let mut g = GpuExecutor::new(&gpu, &t.ckpt);
@@ -139,12 +140,12 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
                 g = g.split_at(b);
             }
             let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
-            let y = g.routed_experts(&xt, &it, &wt, &st, prefix, 10.0).expect("gpu routed experts");
+            let y = routed_experts(&mut g, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("gpu routed experts");
             assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv and tiled entries), binding limit {split:?}");
             let mut bad = ids.clone();
             bad[3] = experts as f32;
             let bt = g.upload(rows, k, &bad).unwrap();
-            let err = g.routed_experts(&xt, &bt, &wt, &st, prefix, 10.0).err().map(|e| e.to_string()).unwrap_or_default();
+            let err = routed_experts(&mut g, &xt, &bt, &wt, &st, prefix, experts, 10.0).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains("outside"), "an expert id past the last expert is an error: {err}");
         }
     }

@@ -68,6 +68,10 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 self.bytes.weights += row * ids as u64;
             }
             Reads::Module(module) => self.bytes.weights += self.module(module),
+            Reads::ModuleRows { module, rows: (lo, hi) } => {
+                let n = self.ckpt.get(&format!("{module}.weight")).and_then(|t| t.shape.first().copied()).unwrap_or(1).max(1) as u64;
+                self.bytes.weights += self.module(module) * (hi - lo) as u64 / n;
+            }
             Reads::Tensors(names) => self.bytes.weights += names.iter().map(|n| self.tensor(n)).sum::<u64>(),
             Reads::IndexKeys { keys, visible } => {
                 let dim = ex.dims(keys).1 as u64;
@@ -90,13 +94,15 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 };
                 self.bytes.weights += self.tensor(bias) + vl;
             }
-            Reads::Experts { ids, prefix } => {
+            Reads::Routing { ids } => {
                 let picked: BTreeSet<i64> = ex.read(ids)?.iter().filter(|&&v| v >= 0.0).map(|&v| v as i64).collect();
-                for e in &picked {
-                    let m = format!("{prefix}.{e}");
-                    self.bytes.experts += self.module(&format!("{m}.w1")) + self.module(&format!("{m}.w2")) + self.module(&format!("{m}.w3"));
-                }
                 self.bytes.expert_picks += picked.len();
+            }
+            Reads::Stack { stack, table } => {
+                let words = ex.read(table)?;
+                for e in words.chunks_exact(3) {
+                    self.bytes.experts += self.module(&stack.module(e[0] as usize));
+                }
             }
         }
         Ok(())

@@ -4,7 +4,8 @@ use crate::cli::bench_counted::{Counted, StepBytes};
 use crate::engine::Session;
 use crate::model::SeqState;
 use crate::exec::{Executor, GpuExecutor};
-use crate::model::forward::{forward_batch, LogitRows, Model, SeqInput};
+use crate::exec::Stack;
+use crate::model::forward::{EXPERT_MATRICES, forward_batch, LogitRows, Model, SeqInput};
 use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
 use crate::model::{load, Config, LoadMode, ValueCheck};
@@ -123,7 +124,12 @@ fn fresh(s: &mut Bench, model: &Model) -> Result<()> {
 fn preload_experts(s: &mut Bench, model: &Model) -> Result<usize> {
     let mut n = 0;
     for plan in model.plan.iter().take(model.cfg.num_hidden_layers).filter(|p| p.n_routed_experts > 0) {
-        n += s.ex.inner.preload_experts(&format!("{}.ffn.experts", plan.prefix()))?;
+        let prefix = format!("{}.ffn.experts", plan.prefix());
+        let mut count = 0;
+        for matrix in EXPERT_MATRICES {
+            count = s.ex.inner.preload_stack(&Stack { prefix: &prefix, matrix })?;
+        }
+        n += count;
     }
     Ok(n)
 }

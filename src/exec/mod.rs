@@ -2,6 +2,7 @@
 pub mod cpu;
 pub mod gpu;
 pub mod observe;
+pub mod shapes;
 
 pub use crate::kernels::engram::EngramGate;
 pub use crate::kernels::hc::HcParams;
@@ -68,7 +69,35 @@ pub struct AttnInputs<'t, T> {
     pub scale: f32,
 }
 
-/// The ops of the forward. Weight arguments are checkpoint names: `linear`, `grouped_linear`, `rmsnorm` and `embed` take the module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent: a row's output bits do not depend on the other rows of the call.
+/// A stack of same-shaped matrices `{prefix}.{i}.{matrix}`, i from 0 (one layer's routed experts, one of w1/w2/w3).
+#[derive(Clone, Copy, Debug)]
+pub struct Stack<'a> {
+    /// Module prefix, e.g. `layers.3.ffn.experts`.
+    pub prefix: &'a str,
+    /// Matrix name within each entry, e.g. `w1`.
+    pub matrix: &'a str,
+}
+
+impl Stack<'_> {
+    /// The module of entry `i`.
+    pub fn module(&self, i: usize) -> String {
+        format!("{}.{i}.{}", self.prefix, self.matrix)
+    }
+}
+
+/// The routed rows of one call packed by expert (experts ascending, each expert's rows ascending), as executor tensors.
+pub struct Routes<T> {
+    /// Source row of each packed row `[P, 1]`: gather_rows' index into x.
+    pub rows: T,
+    /// `row * k + pick` of each packed row `[P, 1]`: gather_rows' index into the route weights viewed `[S*k, 1]`.
+    pub picks: T,
+    /// Packed row of each (row, pick) `[S, k]`: moe_join's slots.
+    pub slots: T,
+    /// `(expert, first packed row, packed rows)` of each expert used `[G, 3]`: the grouped GEMM's table.
+    pub table: T,
+}
+
+/// The ops of the forward: primitives, no model (the forward composes them under the checkpoint's names). Weight arguments are checkpoint names: `linear`, `linear_block`, `rmsnorm` and `embed` take the module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent: a row's output bits do not depend on the other rows of the call.
 pub trait Executor {
     /// A tensor of f32 values `[rows, cols]` owned by the executor.
     type Tensor;
@@ -77,11 +106,19 @@ pub trait Executor {
     fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<Self::Tensor, ExecError>;
     /// A zero tensor `[rows, cols]`.
     fn zeros(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
+    /// A tensor `[rows, cols]` whose values are unspecified (NaN where the executor can poison); every element must be written before it is read.
+    fn scratch(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
+    /// Uploads a row index list as `[len, 1]` (values exact as f32).
+    fn upload_index(&mut self, idx: &[u32]) -> Result<Self::Tensor, ExecError>;
+    /// The same values viewed as `[rows, cols]` (the element count must match).
+    fn reshape(&mut self, x: &Self::Tensor, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
     /// Reads a tensor back, row-major.
     fn read(&mut self, t: &Self::Tensor) -> Result<Vec<f32>, ExecError>;
     /// `(rows, cols)` of a tensor.
     fn dims(&self, t: &Self::Tensor) -> (usize, usize);
 
+    /// Rows `idx` (`[n, 1]`, from `upload_index` or `Routes`) of `x` into `[n, cols]`.
+    fn gather_rows(&mut self, x: &Self::Tensor, idx: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
     /// Rows `start..start + len` of `x`.
     fn slice_rows(&mut self, x: &Self::Tensor, start: usize, len: usize) -> Result<Self::Tensor, ExecError>;
     /// Each row `[d]` repeated `hc` times into `[hc*d]` (the stream expansion).
@@ -90,16 +127,20 @@ pub trait Executor {
     fn embed(&mut self, module: &str, ids: &[u32]) -> Result<Self::Tensor, ExecError>;
     /// `y = x W^T` by the weight's format: BF16 on bf16-valued x; fp8 and fp4 on act_quant(x) (e4m3 per 32), as the reference's Linear.
     fn linear(&mut self, x: &Self::Tensor, module: &str, out: Out) -> Result<Self::Tensor, ExecError>;
-    /// Block-diagonal `wo_a`: group g of x's columns times rows `[g*r, (g+1)*r)` of the fp8 weight, dequantized (exact in bf16), no act_quant; bf16 out.
-    fn grouped_linear(&mut self, x: &Self::Tensor, module: &str, groups: usize) -> Result<Self::Tensor, ExecError>;
+    /// `y[:, col..col + hi - lo] = x W[lo..hi]^T` in f32 for rows `lo..hi` of `module.weight`: act_quant(x) first when `quantize` (as `linear`), else x's values with scale 1 on the dequantized weight (exact in bf16).
+    fn linear_block(&mut self, x: &Self::Tensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut Self::Tensor, col: usize) -> Result<(), ExecError>;
+    /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e.
+    fn grouped_linear(&mut self, x: &Self::Tensor, stack: &Stack<'_>, table: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
     /// RMSNorm of each row with `module.weight`.
     fn rmsnorm(&mut self, x: &Self::Tensor, module: &str, eps: f32, out: Out) -> Result<Self::Tensor, ExecError>;
     /// `x * s` elementwise.
     fn scale(&mut self, x: &Self::Tensor, s: f32, out: Out) -> Result<Self::Tensor, ExecError>;
     /// `a + b` elementwise.
     fn add(&mut self, a: &Self::Tensor, b: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
-    /// Clamped SwiGLU `silu(min(g, limit)) * clamp(u, +-limit)`, bf16 out.
-    fn swiglu(&mut self, g: &Self::Tensor, u: &Self::Tensor, limit: f32) -> Result<Self::Tensor, ExecError>;
+    /// Clamped SwiGLU `silu(min(g, limit)) * clamp(u, +-limit)`, times the row's weight `[S, 1]` when given, bf16 out.
+    fn swiglu(&mut self, g: &Self::Tensor, u: &Self::Tensor, weights: Option<&Self::Tensor>, limit: f32) -> Result<Self::Tensor, ExecError>;
+    /// Each value rounded to bf16.
+    fn round_bf16(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
 
     /// mHC mixes of each row of streams `h` `[S, hc*d]`: `[S, mix]` = pre, post, comb.
     fn hc_mixes(&mut self, h: &Self::Tensor, site: &HcSite, p: &HcParams) -> Result<Self::Tensor, ExecError>;
@@ -135,6 +176,25 @@ pub trait Executor {
 
     /// Router of gate logits `[S, E]` with the F32 selection bias `bias`, or `bias_vl` on rows marked `image`: (expert ids `[S, k]` as f32, weights `[S, k]`).
     fn moe_route(&mut self, logits: &Self::Tensor, bias: &str, bias_vl: Option<&str>, image: &[bool], p: &RouteParams) -> Result<(Self::Tensor, Self::Tensor), ExecError>;
-    /// Routed experts `{prefix}.{e}.{w1,w2,w3}` of x `[S, d]` by ids and weights, summed per row by ascending expert id from +0.0, then `shared` `[S, d]` added; bf16 out.
-    fn routed_experts(&mut self, x: &Self::Tensor, ids: &Self::Tensor, w: &Self::Tensor, shared: &Self::Tensor, prefix: &str, limit: f32) -> Result<Self::Tensor, ExecError>;
+    /// The packing of moe_route's `ids` `[S, k]` by expert; every id must be below `experts`.
+    fn route(&mut self, ids: &Self::Tensor, experts: usize) -> Result<Routes<Self::Tensor>, ExecError>;
+    /// Each row's routed outputs (packed rows of `routed` by `slots`) added to +0.0 by ascending expert id (`ids`), then `shared`; bf16 out.
+    fn moe_join(&mut self, routed: &Self::Tensor, slots: &Self::Tensor, ids: &Self::Tensor, shared: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
+}
+
+/// `route` from the ids read to the host and packed there (`kernels::moe::pack_routes`), the index tensors uploaded: both executors' way until routing runs on the device.
+pub(crate) fn route_on_host<E: Executor>(ex: &mut E, ids: &E::Tensor, experts: usize) -> Result<Routes<E::Tensor>, ExecError> {
+    let (s, k) = ex.dims(ids);
+    let host = ex.read(ids)?;
+    shapes::route(&host, experts)?;
+    let pack = crate::kernels::moe::pack_routes(&host, k);
+    let table: Vec<u32> = pack.experts.iter().flat_map(|&(e, first, rows)| [e, first as u32, rows as u32]).collect();
+    let slots = ex.upload_index(&pack.slot_map)?;
+    let table_t = ex.upload_index(&table)?;
+    Ok(Routes {
+        rows: ex.upload_index(&pack.rows)?,
+        picks: ex.upload_index(&pack.picks)?,
+        slots: ex.reshape(&slots, s, k)?,
+        table: ex.reshape(&table_t, pack.experts.len(), 3)?,
+    })
 }

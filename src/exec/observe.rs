@@ -1,5 +1,5 @@
 //! An executor wrapper that shows each op to an observer before it runs and hands the observer its output after: the benchmark's byte counter and diff's planted difference are observers.
-use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use super::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 
 /// What an op reads besides its activations, as far as an observer needs it.
 pub enum Reads<'a, T> {
@@ -9,6 +9,8 @@ pub enum Reads<'a, T> {
     Rows { module: &'a str, ids: usize },
     /// `module.weight` and its scale.
     Module(&'a str),
+    /// Rows `lo..hi` of `module.weight` and their scales.
+    ModuleRows { module: &'a str, rows: (usize, usize) },
     /// Whole named tensors.
     Tensors(&'a [&'a str]),
     /// Index keys, of which query row i reads the first `visible[i]`.
@@ -17,8 +19,10 @@ pub enum Reads<'a, T> {
     Attention { q: &'a T, a: &'a AttnInputs<'a, T> },
     /// The router's bias, and `bias_vl` on rows marked `image`.
     Route { bias: &'a str, bias_vl: Option<&'a str>, image: &'a [bool] },
-    /// The routed experts `{prefix}.{e}` the ids pick.
-    Experts { ids: &'a T, prefix: &'a str },
+    /// The routing ids `[S, k]` being packed.
+    Routing { ids: &'a T },
+    /// The matrices of `stack` that `table`'s entries pick.
+    Stack { stack: &'a Stack<'a>, table: &'a T },
 }
 
 /// Sees ops of an executor `E`; both hooks default to doing nothing.
@@ -63,6 +67,18 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn dims(&self, t: &E::Tensor) -> (usize, usize) {
         self.inner.dims(t)
     }
+    fn scratch(&mut self, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.scratch(rows, cols)
+    }
+    fn upload_index(&mut self, idx: &[u32]) -> Result<E::Tensor, ExecError> {
+        self.inner.upload_index(idx)
+    }
+    fn reshape(&mut self, x: &E::Tensor, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.reshape(x, rows, cols)
+    }
+    fn gather_rows(&mut self, x: &E::Tensor, idx: &E::Tensor) -> Result<E::Tensor, ExecError> {
+        self.run("gather_rows", Reads::Nothing, |e| e.gather_rows(x, idx))
+    }
     fn slice_rows(&mut self, x: &E::Tensor, start: usize, len: usize) -> Result<E::Tensor, ExecError> {
         self.run("slice_rows", Reads::Nothing, |e| e.slice_rows(x, start, len))
     }
@@ -75,8 +91,12 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn linear(&mut self, x: &E::Tensor, module: &str, out: Out) -> Result<E::Tensor, ExecError> {
         self.run("linear", Reads::Module(module), |e| e.linear(x, module, out))
     }
-    fn grouped_linear(&mut self, x: &E::Tensor, module: &str, groups: usize) -> Result<E::Tensor, ExecError> {
-        self.run("grouped_linear", Reads::Module(module), |e| e.grouped_linear(x, module, groups))
+    fn linear_block(&mut self, x: &E::Tensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut E::Tensor, col: usize) -> Result<(), ExecError> {
+        self.obs.before(&mut self.inner, "linear_block", Reads::ModuleRows { module, rows })?;
+        self.inner.linear_block(x, module, rows, quantize, y, col)
+    }
+    fn grouped_linear(&mut self, x: &E::Tensor, stack: &Stack<'_>, table: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("grouped_linear", Reads::Stack { stack, table }, |e| e.grouped_linear(x, stack, table, out))
     }
     fn rmsnorm(&mut self, x: &E::Tensor, module: &str, eps: f32, out: Out) -> Result<E::Tensor, ExecError> {
         self.run("rmsnorm", Reads::Module(module), |e| e.rmsnorm(x, module, eps, out))
@@ -87,8 +107,11 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn add(&mut self, a: &E::Tensor, b: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
         self.run("add", Reads::Nothing, |e| e.add(a, b, out))
     }
-    fn swiglu(&mut self, g: &E::Tensor, u: &E::Tensor, limit: f32) -> Result<E::Tensor, ExecError> {
-        self.run("swiglu", Reads::Nothing, |e| e.swiglu(g, u, limit))
+    fn swiglu(&mut self, g: &E::Tensor, u: &E::Tensor, weights: Option<&E::Tensor>, limit: f32) -> Result<E::Tensor, ExecError> {
+        self.run("swiglu", Reads::Nothing, |e| e.swiglu(g, u, weights, limit))
+    }
+    fn round_bf16(&mut self, x: &E::Tensor) -> Result<E::Tensor, ExecError> {
+        self.run("round_bf16", Reads::Nothing, |e| e.round_bf16(x))
     }
     fn hc_mixes(&mut self, h: &E::Tensor, site: &HcSite, p: &HcParams) -> Result<E::Tensor, ExecError> {
         self.run("hc_mixes", Reads::Tensors(&[&site.hc_fn, &site.base, &site.scale]), |e| e.hc_mixes(h, site, p))
@@ -137,7 +160,11 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
         let (ids, w) = self.inner.moe_route(logits, bias, bias_vl, image, p)?;
         Ok((ids, self.obs.after(&mut self.inner, "moe_route", w)?))
     }
-    fn routed_experts(&mut self, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, limit: f32) -> Result<E::Tensor, ExecError> {
-        self.run("routed_experts", Reads::Experts { ids, prefix }, |e| e.routed_experts(x, ids, w, shared, prefix, limit))
+    fn route(&mut self, ids: &E::Tensor, experts: usize) -> Result<Routes<E::Tensor>, ExecError> {
+        self.obs.before(&mut self.inner, "route", Reads::Routing { ids })?;
+        self.inner.route(ids, experts)
+    }
+    fn moe_join(&mut self, routed: &E::Tensor, slots: &E::Tensor, ids: &E::Tensor, shared: &E::Tensor) -> Result<E::Tensor, ExecError> {
+        self.run("moe_join", Reads::Nothing, |e| e.moe_join(routed, slots, ids, shared))
     }
 }

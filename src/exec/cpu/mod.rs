@@ -1,12 +1,13 @@
 //! The CPU executor: every op is its canonical f32 oracle, reading weights straight from the (mapped) checkpoint.
-mod model;
+mod layer_ops;
 
-use model as m;
-use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use crate::exec::shapes::{self, bf16_valued};
+use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::kernels::ops::{self, RmsNorm};
-use crate::weights::{Checkpoint, Dtype, TensorView};
 use crate::numerics::round_bf16;
+use crate::weights::{Checkpoint, TensorView};
+use layer_ops as m;
 
 /// A host tensor `[rows, cols]` of f32 values.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,74 +49,57 @@ pub(crate) fn round_out(mut v: Vec<f32>, out: Out) -> Vec<f32> {
     v
 }
 
-/// Fails unless every value is exact in bf16 (what keeps the products of a GEMM without act_quant exact, rule N2).
-pub(crate) fn bf16_valued(op: &'static str, x: &[f32]) -> Result<(), ExecError> {
-    match x.iter().position(|&v| round_bf16(v).to_bits() != v.to_bits()) {
-        None => Ok(()),
-        Some(i) => Err(ExecError::Shape { op, problem: format!("input {i} = {:e} is not a bf16 value", x[i]) }),
-    }
-}
-
-/// Fails unless `ok`, naming the op.
-pub(crate) fn check(ok: bool, op: &'static str, problem: impl FnOnce() -> String) -> Result<(), ExecError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ExecError::Shape { op, problem: problem() })
-    }
-}
-
 impl<'c> CpuExecutor<'c> {
     /// An executor reading weights from `ckpt`.
     pub fn new(ckpt: &'c Checkpoint) -> CpuExecutor<'c> {
         CpuExecutor { ckpt }
     }
 
+    /// The checkpoint the weights come from.
+    pub(crate) fn ckpt(&self) -> &'c Checkpoint {
+        self.ckpt
+    }
+
     /// The tensor called `name`.
     pub(crate) fn view(&self, name: &str) -> Result<TensorView<'c>, ExecError> {
-        self.ckpt.get(name).ok_or_else(|| ExecError::MissingWeight(name.to_string()))
+        shapes::view(self.ckpt, name)
     }
 
     /// The values of a BF16 or F32 tensor.
     pub(crate) fn values(&self, name: &str) -> Result<Vec<f32>, ExecError> {
-        let v = self.view(name)?;
-        v.to_f32().ok_or_else(|| ExecError::BadWeight { name: name.into(), problem: format!("dtype {} is not BF16 or F32", v.dtype) })
+        shapes::values(self.ckpt, name)
+    }
+
+    /// `y[m, n] = x[m, k] W[lo..hi]^T` for rows `lo..hi` of `module.weight` (all when `None`), the format chosen by its dtype; act_quant(x) first when `quantize` and the format has scales, else scales 1.
+    fn gemm_rows(&self, x: &[f32], m: usize, k: usize, module: &str, rows: Option<(usize, usize)>, quantize: bool) -> Result<(Vec<f32>, usize), ExecError> {
+        let w = shapes::gemm_weight(self.ckpt, module)?;
+        shapes::linear(module, &w, (m, k))?;
+        let (lo, hi) = rows.unwrap_or((0, w.n));
+        let n = hi - lo;
+        let rb = gemm::row_bytes(w.fmt, k);
+        let wb = &w.w[lo * rb..hi * rb];
+        let sb = match (w.fmt, w.s) {
+            (WeightFormat::E4m3, Some(s)) => &s[(lo / 32) * (k / 32)..hi.div_ceil(32) * (k / 32)],
+            (WeightFormat::E2m1, Some(s)) => &s[lo * (k / 32)..hi * (k / 32)],
+            _ => &[][..],
+        };
+        if w.fmt == WeightFormat::Bf16 || !quantize {
+            bf16_valued("linear", x)?;
+        }
+        let y = match (w.fmt, quantize) {
+            (WeightFormat::Bf16, _) => gemm::oracle(w.fmt, m, n, k, x, &[], wb, &[]),
+            (_, true) => {
+                let (q, s) = ops::act_quant(x, k);
+                gemm::oracle(w.fmt, m, n, k, &q, &s, wb, sb)
+            }
+            (_, false) => gemm::oracle(w.fmt, m, n, k, x, &vec![1.0f32; m * (k / 32)], wb, sb),
+        };
+        Ok((y, n))
     }
 
     /// `y[m, n] = x[m, k] W^T` for `module.weight`, the format chosen by its dtype (the reference's `linear`).
     pub(crate) fn linear_rows(&self, x: &[f32], m: usize, k: usize, module: &str) -> Result<(Vec<f32>, usize), ExecError> {
-        let name = format!("{module}.weight");
-        let w = self.view(&name)?;
-        let bad = |problem: String| ExecError::BadWeight { name: name.clone(), problem };
-        let [n, stored_k] = *w.shape else { return Err(bad(format!("shape {:?} is not 2-D", w.shape))) };
-        let (fmt, wk) = match w.dtype {
-            Dtype::BF16 => (WeightFormat::Bf16, stored_k),
-            Dtype::F8E4M3 => (WeightFormat::E4m3, stored_k),
-            Dtype::I8 => (WeightFormat::E2m1, stored_k * 2),
-            d => return Err(bad(format!("dtype {d} is not a GEMM weight"))),
-        };
-        if wk != k {
-            return Err(bad(format!("takes {wk} inputs, the activation has {k}")));
-        }
-        if fmt == WeightFormat::Bf16 {
-            bf16_valued("linear", x)?;
-            return Ok((gemm::oracle(fmt, m, n, k, x, &[], w.bytes, &[]), n));
-        }
-        if !k.is_multiple_of(32) {
-            return Err(bad(format!("K = {k} is not a multiple of 32")));
-        }
-        let ws = self.view(&format!("{module}.scale"))?;
-        let want = if fmt == WeightFormat::E4m3 { n.div_ceil(32) * (k / 32) } else { n * (k / 32) };
-        if ws.dtype != Dtype::F8E8M0 || ws.bytes.len() != want {
-            return Err(bad(format!("scale has dtype {} and {} bytes, expected F8_E8M0 and {want}", ws.dtype, ws.bytes.len())));
-        }
-        let (q, s) = ops::act_quant(x, k);
-        Ok((gemm::oracle(fmt, m, n, k, &q, &s, w.bytes, ws.bytes), n))
-    }
-
-    /// Fails unless `a` and `b` have the same dims.
-    fn same_dims(op: &'static str, a: &CpuTensor, b: &CpuTensor) -> Result<(), ExecError> {
-        check((a.rows, a.cols) == (b.rows, b.cols), op, || format!("[{}, {}] vs [{}, {}]", a.rows, a.cols, b.rows, b.cols))
+        self.gemm_rows(x, m, k, module, None, true)
     }
 }
 
@@ -123,12 +107,31 @@ impl Executor for CpuExecutor<'_> {
     type Tensor = CpuTensor;
 
     fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<CpuTensor, ExecError> {
-        check(data.len() == rows * cols, "upload", || format!("{} values for [{rows}, {cols}]", data.len()))?;
+        shapes::upload(data.len(), rows, cols)?;
         Ok(CpuTensor { rows, cols, data: data.to_vec() })
     }
 
     fn zeros(&mut self, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
         Ok(CpuTensor { rows, cols, data: vec![0.0; rows * cols] })
+    }
+
+    fn scratch(&mut self, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
+        Ok(CpuTensor { rows, cols, data: vec![f32::NAN; rows * cols] })
+    }
+
+    fn upload_index(&mut self, idx: &[u32]) -> Result<CpuTensor, ExecError> {
+        Ok(CpuTensor { rows: idx.len(), cols: 1, data: idx.iter().map(|&i| i as f32).collect() })
+    }
+
+    fn reshape(&mut self, x: &CpuTensor, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
+        shapes::reshape((x.rows, x.cols), rows, cols)?;
+        Ok(CpuTensor { rows, cols, data: x.data.clone() })
+    }
+
+    fn gather_rows(&mut self, x: &CpuTensor, idx: &CpuTensor) -> Result<CpuTensor, ExecError> {
+        let words: Vec<u32> = idx.data.iter().map(|&v| v as u32).collect();
+        shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), &words)?;
+        Ok(CpuTensor { rows: words.len(), cols: x.cols, data: crate::kernels::rows::gather_rows(&x.data, x.cols, &words) })
     }
 
     fn read(&mut self, t: &CpuTensor) -> Result<Vec<f32>, ExecError> {
@@ -140,7 +143,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn slice_rows(&mut self, x: &CpuTensor, start: usize, len: usize) -> Result<CpuTensor, ExecError> {
-        check(start + len <= x.rows, "slice_rows", || format!("rows {start}..{} of {}", start + len, x.rows))?;
+        shapes::slice_rows((x.rows, x.cols), start, len)?;
         Ok(CpuTensor { rows: len, cols: x.cols, data: x.data[start * x.cols..(start + len) * x.cols].to_vec() })
     }
 
@@ -149,15 +152,8 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn embed(&mut self, module: &str, ids: &[u32]) -> Result<CpuTensor, ExecError> {
-        let name = format!("{module}.weight");
-        let w = self.view(&name)?;
-        let [v, d] = *w.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
-        if w.dtype != Dtype::BF16 {
-            return Err(ExecError::BadWeight { name, problem: format!("dtype {} is not BF16", w.dtype) });
-        }
-        if let Some(bad) = ids.iter().find(|&&i| i as usize >= v) {
-            return Err(ExecError::Shape { op: "embed", problem: format!("token id {bad} is outside the {v}-row table") });
-        }
+        let w = self.view(&format!("{module}.weight"))?;
+        let (_, d) = shapes::embed(module, &w, ids)?;
         Ok(CpuTensor::from_rows(ids.len(), d, |i| {
             let row = &w.bytes[ids[i] as usize * d * 2..(ids[i] as usize + 1) * d * 2];
             row.chunks_exact(2).map(|c| crate::numerics::bf16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect()
@@ -169,13 +165,23 @@ impl Executor for CpuExecutor<'_> {
         Ok(CpuTensor { rows: x.rows, cols: n, data: round_out(y, out) })
     }
 
-    fn grouped_linear(&mut self, x: &CpuTensor, module: &str, groups: usize) -> Result<CpuTensor, ExecError> {
-        m::grouped_linear(self, x, module, groups)
+    fn linear_block(&mut self, x: &CpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut CpuTensor, col: usize) -> Result<(), ExecError> {
+        let spec = shapes::gemm_weight(self.ckpt, module)?;
+        shapes::linear_block(module, &spec, (x.rows, x.cols), rows, quantize, (y.rows, y.cols), col)?;
+        let (part, n) = self.gemm_rows(&x.data, x.rows, x.cols, module, Some(rows), quantize)?;
+        for i in 0..x.rows {
+            y.data[i * y.cols + col..i * y.cols + col + n].copy_from_slice(&part[i * n..(i + 1) * n]);
+        }
+        Ok(())
+    }
+
+    fn grouped_linear(&mut self, x: &CpuTensor, stack: &Stack<'_>, table: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
+        m::grouped_linear(self, x, stack, table, out)
     }
 
     fn rmsnorm(&mut self, x: &CpuTensor, module: &str, eps: f32, out: Out) -> Result<CpuTensor, ExecError> {
         let w = self.values(&format!("{module}.weight"))?;
-        check(w.len() == x.cols, "rmsnorm", || format!("{module}.weight has {} values for rows of {}", w.len(), x.cols))?;
+        shapes::rmsnorm(module, w.len(), (x.rows, x.cols))?;
         let p = RmsNorm { m: x.rows, d: x.cols, eps, bf16_out: out == Out::Bf16 };
         Ok(CpuTensor { rows: x.rows, cols: x.cols, data: ops::rmsnorm(&p, &x.data, &w) })
     }
@@ -185,15 +191,19 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn add(&mut self, a: &CpuTensor, b: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
-        Self::same_dims("add", a, b)?;
+        shapes::same_dims("add", (a.rows, a.cols), (b.rows, b.cols))?;
         let y = ops::elementwise(ops::Elementwise::Add, &a.data, &b.data, a.cols);
         Ok(CpuTensor { rows: a.rows, cols: a.cols, data: round_out(y, out) })
     }
 
-    fn swiglu(&mut self, g: &CpuTensor, u: &CpuTensor, limit: f32) -> Result<CpuTensor, ExecError> {
-        Self::same_dims("swiglu", g, u)?;
-        let ones = vec![1.0f32; g.rows];
-        Ok(CpuTensor { rows: g.rows, cols: g.cols, data: ops::swiglu(&g.data, &u.data, &ones, g.cols, limit, true) })
+    fn swiglu(&mut self, g: &CpuTensor, u: &CpuTensor, weights: Option<&CpuTensor>, limit: f32) -> Result<CpuTensor, ExecError> {
+        shapes::swiglu((g.rows, g.cols), (u.rows, u.cols), weights.map(|w| (w.rows, w.cols)))?;
+        let rw = weights.map_or_else(|| vec![1.0f32; g.rows], |w| w.data.clone());
+        Ok(CpuTensor { rows: g.rows, cols: g.cols, data: ops::swiglu(&g.data, &u.data, &rw, g.cols, limit, true) })
+    }
+
+    fn round_bf16(&mut self, x: &CpuTensor) -> Result<CpuTensor, ExecError> {
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.clone(), Out::Bf16) })
     }
 
     fn hc_mixes(&mut self, h: &CpuTensor, site: &HcSite, p: &HcParams) -> Result<CpuTensor, ExecError> {
@@ -217,7 +227,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn qat(&mut self, x: &CpuTensor, kind: Qat) -> Result<CpuTensor, ExecError> {
-        check(x.cols.is_multiple_of(kind.block()), "qat", || format!("{} columns are not a multiple of the {kind:?} block", x.cols))?;
+        shapes::qat((x.rows, x.cols), kind)?;
         Ok(CpuTensor { rows: x.rows, cols: x.cols, data: crate::kernels::qat::qat(kind, &x.data) })
     }
 
@@ -226,14 +236,14 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn append_rows(&mut self, cache: &mut CpuTensor, rows: &CpuTensor) -> Result<(), ExecError> {
-        check(cache.cols == rows.cols, "append_rows", || format!("cache rows of {} vs rows of {}", cache.cols, rows.cols))?;
+        shapes::append_rows((cache.rows, cache.cols), (rows.rows, rows.cols))?;
         cache.data.extend_from_slice(&rows.data);
         cache.rows += rows.rows;
         Ok(())
     }
 
     fn ring_write(&mut self, ring: &mut CpuTensor, rows: &CpuTensor, start: usize) -> Result<(), ExecError> {
-        check(ring.cols == rows.cols && ring.rows > 0, "ring_write", || format!("ring [{}, {}] vs rows of {}", ring.rows, ring.cols, rows.cols))?;
+        shapes::ring_write((ring.rows, ring.cols), (rows.rows, rows.cols))?;
         for i in 0..rows.rows {
             let slot = (start + i) % ring.rows;
             ring.data[slot * ring.cols..(slot + 1) * ring.cols].copy_from_slice(rows.row(i));
@@ -250,7 +260,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn mask_scores(&mut self, scores: &CpuTensor, mask: &CpuTensor) -> Result<CpuTensor, ExecError> {
-        Self::same_dims("mask_scores", scores, mask)?;
+        shapes::same_dims("mask_scores", (scores.rows, scores.cols), (mask.rows, mask.cols))?;
         Ok(CpuTensor::from_rows(scores.rows, scores.cols, |i| crate::kernels::indexer::mask_row(scores.row(i), mask.row(i))))
     }
 
@@ -266,8 +276,11 @@ impl Executor for CpuExecutor<'_> {
         m::moe_route(self, logits, (bias, bias_vl), image, p)
     }
 
-    fn routed_experts(&mut self, x: &CpuTensor, ids: &CpuTensor, w: &CpuTensor, shared: &CpuTensor, prefix: &str, limit: f32) -> Result<CpuTensor, ExecError> {
-        let routed = m::routed_experts(self, x, ids, w, prefix, limit)?;
-        self.add(&routed, shared, Out::Bf16)
+    fn route(&mut self, ids: &CpuTensor, experts: usize) -> Result<Routes<CpuTensor>, ExecError> {
+        crate::exec::route_on_host(self, ids, experts)
+    }
+
+    fn moe_join(&mut self, routed: &CpuTensor, slots: &CpuTensor, ids: &CpuTensor, shared: &CpuTensor) -> Result<CpuTensor, ExecError> {
+        m::moe_join(routed, slots, ids, shared)
     }
 }

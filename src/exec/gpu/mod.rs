@@ -1,13 +1,13 @@
 //! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
-use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams};
+use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use pool::Pool;
 pub(crate) mod experts;
-mod model;
+mod layer_ops;
 pub(crate) mod ops;
 mod pool;
 pub(crate) mod rows;
 
-use model as gm;
+use layer_ops as gm;
 use ops as go;
 use rows as gr;
 use crate::gpu::{Buf, Gpu, Recorder, Submitted};
@@ -34,9 +34,16 @@ pub struct GpuTensor {
     pub rows: usize,
     /// Columns.
     pub cols: usize,
+    /// For an index tensor: its values, which the buffer holds as u32 words.
+    pub index: Option<Arc<Vec<u32>>>,
 }
 
 impl GpuTensor {
+    /// A tensor of f32 values in `buf`.
+    pub fn new(buf: Buf, rows: usize, cols: usize) -> GpuTensor {
+        GpuTensor { buf, rows, cols, index: None }
+    }
+
     /// Rows the buffer has room for.
     pub fn capacity(&self) -> usize {
         ((self.buf.bytes / 4) as usize).checked_div(self.cols).unwrap_or(usize::MAX)
@@ -125,9 +132,9 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.dispatches
     }
 
-    /// Uploads every routed expert under `prefix` (`{prefix}.{e}.w1/w2/w3`) stacked for the grouped GEMMs; returns the expert count.
-    pub fn preload_experts(&mut self, prefix: &str) -> Result<usize, ExecError> {
-        crate::exec::gpu::experts::preload(self, prefix)
+    /// Uploads every matrix of `stack` stacked for the grouped GEMMs (so no timed call pays for it); returns the matrix count.
+    pub fn preload_stack(&mut self, stack: &Stack<'_>) -> Result<usize, ExecError> {
+        experts::preload(self, stack)
     }
 
     /// Submits pending work and frees every scratch buffer no tensor holds (and the kept bind groups that bind them).
@@ -217,12 +224,12 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     /// A fresh zero tensor `[rows, cols]` with room for `cap` rows (wgpu zero-initialises new buffers).
     pub(crate) fn alloc(&self, rows: usize, cols: usize, cap: usize) -> Result<GpuTensor, ExecError> {
         let buf = self.gpu.alloc((cap.max(rows) * cols * 4) as u64)?;
-        Ok(GpuTensor { buf, rows, cols })
+        Ok(GpuTensor::new(buf, rows, cols))
     }
 
     /// A tensor of `rows` x `cols` with unspecified contents, from the pool (the next dispatch writes every element).
     pub(crate) fn out(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
-        Ok(GpuTensor { buf: self.scratch((rows * cols * 4) as u64)?, rows, cols })
+        Ok(GpuTensor::new(self.scratch((rows * cols * 4) as u64)?, rows, cols))
     }
 
     /// `out`, or a zero tensor with `spare` zero rows after its rows when `spare` > 0.
@@ -247,12 +254,15 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
 
     /// A tensor holding host values.
     pub(crate) fn put(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
-        super::cpu::check(data.len() == rows * cols, "upload", || format!("{} values for [{rows}, {cols}]", data.len()))?;
-        Ok(GpuTensor { buf: self.upload_pod(data)?, rows, cols })
+        shapes::upload(data.len(), rows, cols)?;
+        Ok(GpuTensor::new(self.upload_pod(data)?, rows, cols))
     }
 
-    /// Reads a tensor's values (submits pending work first).
+    /// Reads a tensor's values (submits pending work first; an index tensor's come from its host copy).
     pub(crate) fn values_of(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        if let Some(idx) = &t.index {
+            return Ok(idx.iter().map(|&i| i as f32).collect());
+        }
         self.flush()?;
         let bytes = self.gpu.read(&t.buf)?;
         let n = t.rows * t.cols;
@@ -271,6 +281,23 @@ impl Executor for GpuExecutor<'_, '_> {
 
     fn zeros(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
         self.alloc(rows, cols, rows)
+    }
+
+    fn scratch(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        self.out(rows, cols)
+    }
+
+    fn upload_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {
+        Ok(GpuTensor { buf: self.upload_pod(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())) })
+    }
+
+    fn reshape(&mut self, x: &GpuTensor, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
+        shapes::reshape((x.rows, x.cols), rows, cols)?;
+        Ok(GpuTensor { buf: x.buf.clone(), rows, cols, index: x.index.clone() })
+    }
+
+    fn gather_rows(&mut self, x: &GpuTensor, idx: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        gr::gather_rows(self, x, idx)
     }
 
     fn read(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
@@ -297,8 +324,12 @@ impl Executor for GpuExecutor<'_, '_> {
         go::linear(self, x, module, out)
     }
 
-    fn grouped_linear(&mut self, x: &GpuTensor, module: &str, groups: usize) -> Result<GpuTensor, ExecError> {
-        go::grouped_linear(self, x, module, groups)
+    fn linear_block(&mut self, x: &GpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut GpuTensor, col: usize) -> Result<(), ExecError> {
+        go::linear_block(self, x, module, rows, quantize, y, col)
+    }
+
+    fn grouped_linear(&mut self, x: &GpuTensor, stack: &Stack<'_>, table: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+        experts::grouped_linear(self, x, stack, table, out)
     }
 
     fn rmsnorm(&mut self, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
@@ -313,8 +344,12 @@ impl Executor for GpuExecutor<'_, '_> {
         go::add(self, a, b, out)
     }
 
-    fn swiglu(&mut self, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
-        go::swiglu(self, g, u, limit)
+    fn swiglu(&mut self, g: &GpuTensor, u: &GpuTensor, weights: Option<&GpuTensor>, limit: f32) -> Result<GpuTensor, ExecError> {
+        go::swiglu(self, g, u, weights, limit)
+    }
+
+    fn round_bf16(&mut self, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        go::round_out(self, x.clone(), Out::Bf16, 0)
     }
 
     fn hc_mixes(&mut self, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
@@ -380,7 +415,11 @@ impl Executor for GpuExecutor<'_, '_> {
         gm::moe_route(self, logits, (bias, bias_vl), image, p)
     }
 
-    fn routed_experts(&mut self, x: &GpuTensor, ids: &GpuTensor, w: &GpuTensor, shared: &GpuTensor, prefix: &str, limit: f32) -> Result<GpuTensor, ExecError> {
-        crate::exec::gpu::experts::routed_experts(self, x, ids, w, shared, prefix, limit)
+    fn route(&mut self, ids: &GpuTensor, experts: usize) -> Result<Routes<GpuTensor>, ExecError> {
+        crate::exec::route_on_host(self, ids, experts)
+    }
+
+    fn moe_join(&mut self, routed: &GpuTensor, slots: &GpuTensor, ids: &GpuTensor, shared: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        experts::moe_join(self, routed, slots, ids, shared)
     }
 }

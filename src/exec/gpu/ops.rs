@@ -1,12 +1,9 @@
 //! The GPU executor's dense ops: weight upload and cache, GEMMs (act_quant first for fp8/fp4), RMSNorm, elementwise, SwiGLU, row copies.
-use crate::exec::cpu::check;
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
-use crate::exec::gpu::rows::gather_rows;
-use crate::exec::{ExecError, Out};
+use crate::exec::{shapes, ExecError, Out};
 use crate::gpu::Buf;
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat};
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
-use crate::weights::Dtype;
 use std::sync::Arc;
 
 /// One row range of a GEMM weight: rows `n0..n0 + n` of the output.
@@ -42,44 +39,20 @@ pub(crate) fn gemm_kernel(fmt: WeightFormat) -> &'static str {
     }
 }
 
-/// Uploads rows `lo..hi` of `module.weight` (and its scales) as a GEMM weight, validated as the CPU executor validates it.
+/// Uploads rows `lo..hi` of `module.weight` (and its scales) as a GEMM weight, checked by `shapes::gemm_weight`.
 fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<GemmWeight, ExecError> {
-    let name = format!("{module}.weight");
-    let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
-    let bad = |problem: String| ExecError::BadWeight { name: name.clone(), problem };
-    let [n_all, stored_k] = *w.shape else { return Err(bad(format!("shape {:?} is not 2-D", w.shape))) };
-    let (fmt, k) = match w.dtype {
-        Dtype::BF16 => (WeightFormat::Bf16, stored_k),
-        Dtype::F8E4M3 => (WeightFormat::E4m3, stored_k),
-        Dtype::I8 => (WeightFormat::E2m1, stored_k * 2),
-        d => return Err(bad(format!("dtype {d} is not a GEMM weight"))),
-    };
-    let (lo, hi) = rows.unwrap_or((0, n_all));
-    let scales = if fmt == WeightFormat::Bf16 {
-        None
-    } else {
-        if !k.is_multiple_of(32) {
-            return Err(bad(format!("K = {k} is not a multiple of 32")));
-        }
-        let ws = ex.ckpt.get(&format!("{module}.scale")).ok_or_else(|| ExecError::MissingWeight(format!("{module}.scale")))?;
-        let want = gemm::scale_bytes(fmt, n_all, k);
-        if ws.dtype != Dtype::F8E8M0 || ws.bytes.len() != want {
-            return Err(bad(format!("scale has dtype {} and {} bytes, expected F8_E8M0 and {want}", ws.dtype, ws.bytes.len())));
-        }
-        Some(ws.bytes)
-    };
+    let spec = shapes::gemm_weight(ex.ckpt, module)?;
+    let (fmt, k) = (spec.fmt, spec.k);
+    let (lo, hi) = rows.unwrap_or((0, spec.n));
     let rb = gemm::row_bytes(fmt, k);
-    if hi > n_all || lo > hi || w.bytes.len() != n_all * rb || (fmt == WeightFormat::E4m3 && !lo.is_multiple_of(32)) {
-        return Err(bad(format!("rows {lo}..{hi} of {n_all} with {} bytes", w.bytes.len())));
-    }
     let per = ((ex.limit as usize / rb.max(1)) / 32 * 32).max(32);
     let nb = k / 32;
     let mut parts = Vec::new();
     let mut r0 = lo;
     while r0 < hi {
         let r1 = (r0 + per).min(hi);
-        let wbuf = ex.gpu.upload(&w.bytes[r0 * rb..r1 * rb])?;
-        let s = match (fmt, scales) {
+        let wbuf = ex.gpu.upload(&spec.w[r0 * rb..r1 * rb])?;
+        let s = match (fmt, spec.s) {
             (WeightFormat::E4m3, Some(sb)) => Some(ex.gpu.upload(&sb[(r0 / 32) * nb..r1.div_ceil(32) * nb])?),
             (WeightFormat::E2m1, Some(sb)) => Some(ex.gpu.upload(&sb[r0 * nb..r1 * nb])?),
             _ => None,
@@ -103,8 +76,7 @@ pub(crate) fn cached(ex: &mut GpuExecutor, key: String, make: impl FnOnce(&GpuEx
 /// F32 values of the BF16 or F32 tensor `name` on the device, and their count.
 pub(crate) fn values(ex: &mut GpuExecutor, name: &str) -> Result<(Buf, usize), ExecError> {
     let w = cached(ex, format!("{name}#f32"), |ex| {
-        let v = ex.ckpt.get(name).ok_or_else(|| ExecError::MissingWeight(name.to_string()))?;
-        let vals = v.to_f32().ok_or_else(|| ExecError::BadWeight { name: name.into(), problem: format!("dtype {} is not BF16 or F32", v.dtype) })?;
+        let vals = shapes::values(ex.ckpt, name)?;
         Ok(Weight::Values { buf: ex.gpu.upload_pod(&vals)?, len: vals.len() })
     })?;
     match &*w {
@@ -181,41 +153,29 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
     round_out(ex, y, out, spare)
 }
 
-/// Block-diagonal `wo_a`: group g's columns of x (gathered as rows of x viewed `[m*groups, dg]`) times its weight rows, scales 1 on x, bf16 out.
-pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, groups: usize) -> Result<GpuTensor, ExecError> {
-    let name = format!("{module}.weight");
-    let view = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
-    let [n, dg] = *view.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
-    if groups == 0 || !n.is_multiple_of(groups) || x.cols != groups * dg {
-        return Err(ExecError::BadWeight { name, problem: format!("[{n}, {dg}] does not split into {groups} groups over {} inputs", x.cols) });
-    }
-    let r = n / groups;
-    if view.dtype == Dtype::F8E4M3 && (!r.is_multiple_of(32) || !dg.is_multiple_of(32)) {
-        return Err(ExecError::BadWeight { name, problem: format!("group rows {r} and inputs {dg} must be multiples of 32") });
-    }
+/// `y[:, col..] = x W[lo..hi]^T` in f32: act_quant(x) first when `quantize`, else x with scales 1 (no rounding; the caller rounds).
+pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut GpuTensor, col: usize) -> Result<(), ExecError> {
+    let spec = shapes::gemm_weight(ex.ckpt, module)?;
+    shapes::linear_block(module, &spec, (x.rows, x.cols), rows, quantize, (y.rows, y.cols), col)?;
+    let w = gemm_weight(ex, module, Some(rows))?;
+    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
     let m = x.rows;
-    let y = ex.out(m, n)?;
-    let ones = ex.put(m, dg / 32, &vec![1.0f32; m * (dg / 32)])?;
-    let flat = GpuTensor { buf: x.buf.clone(), rows: m * groups, cols: dg };
-    for g in 0..groups {
-        let idx: Vec<u32> = (0..m).map(|i| (i * groups + g) as u32).collect();
-        let xg = gather_rows(ex, &flat, &idx)?;
-        let w = gemm_weight(ex, module, Some((g * r, (g + 1) * r)))?;
-        let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name, problem: "not a GEMM weight".into() }) };
-        if !matches!(w.fmt, WeightFormat::Bf16 | WeightFormat::E4m3) {
-            return Err(ExecError::BadWeight { name, problem: "dtype is not BF16 or F8_E4M3".into() });
-        }
-        let xs = (w.fmt == WeightFormat::E4m3).then_some(&ones.buf);
-        record_gemm(ex, w, (&xg.buf, xs), m, &y, g * r)?;
+    if w.fmt == WeightFormat::Bf16 {
+        record_gemm(ex, w, (&x.buf, None), m, y, col)
+    } else if quantize {
+        let (q, s) = act_quant(ex, x)?;
+        record_gemm(ex, w, (&q, Some(&s)), m, y, col)
+    } else {
+        let ones = ex.put(m, w.k / 32, &vec![1.0f32; m * (w.k / 32)])?;
+        record_gemm(ex, w, (&x.buf, Some(&ones.buf)), m, y, col)
     }
-    round_out(ex, y, Out::Bf16, 0)
 }
 
 /// RMSNorm of each row with `module.weight`.
 pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
     ex.need("rmsnorm", "rmsnorm")?;
     let (w, len) = values(ex, &format!("{module}.weight"))?;
-    check(len == x.cols, "rmsnorm", || format!("{module}.weight has {len} values for rows of {}", x.cols))?;
+    shapes::rmsnorm(module, len, (x.rows, x.cols))?;
     let p = RmsNorm { m: x.rows, d: x.cols, eps, bf16_out: out == Out::Bf16 };
     let y = ex.out(x.rows, x.cols)?;
     ops::record_rmsnorm(&mut ex.rec, &p, &x.buf, &w, &y.buf, 0)?;
@@ -234,26 +194,21 @@ pub(super) fn scale(ex: &mut GpuExecutor, x: &GpuTensor, s: f32, out: Out) -> Re
 /// `a + b`, then the output rounding.
 pub(crate) fn add(ex: &mut GpuExecutor, a: &GpuTensor, b: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     ex.need("add", "add")?;
-    check((a.rows, a.cols) == (b.rows, b.cols), "add", || format!("[{}, {}] vs [{}, {}]", a.rows, a.cols, b.rows, b.cols))?;
+    shapes::same_dims("add", (a.rows, a.cols), (b.rows, b.cols))?;
     let y = ex.out(a.rows, a.cols)?;
     ops::record_elementwise(&mut ex.rec, Elementwise::Add, &a.buf, &b.buf, &y.buf, a.rows, a.cols, 0)?;
     round_out(ex, y, out, 0)
 }
 
-/// Clamped SwiGLU with row weights 1, bf16 out.
-pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, limit: f32) -> Result<GpuTensor, ExecError> {
+/// Clamped SwiGLU times each row's weight `[m, 1]` (1 when none is given), bf16 out.
+pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, weights: Option<&GpuTensor>, limit: f32) -> Result<GpuTensor, ExecError> {
     ex.need("swiglu", "swiglu")?;
-    check((g.rows, g.cols) == (u.rows, u.cols), "swiglu", || format!("[{}, {}] vs [{}, {}]", g.rows, g.cols, u.rows, u.cols))?;
-    let ones = ex.upload_pod(&vec![1.0f32; g.rows.max(1)])?;
+    shapes::swiglu((g.rows, g.cols), (u.rows, u.cols), weights.map(|w| (w.rows, w.cols)))?;
+    let rw = match weights {
+        Some(w) => w.buf.clone(),
+        None => ex.upload_pod(&vec![1.0f32; g.rows.max(1)])?,
+    };
     let a = ex.out(g.rows, g.cols)?;
-    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &ones, &a.buf, g.rows, g.cols, limit, true, 0)?;
-    Ok(a)
-}
-
-/// Clamped SwiGLU with per-row weights `rw` `[m]`, bf16 out (routed experts).
-pub(crate) fn swiglu_weighted(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, rw: &Buf, limit: f32) -> Result<GpuTensor, ExecError> {
-    ex.need("swiglu", "swiglu")?;
-    let a = ex.out(g.rows, g.cols)?;
-    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, rw, &a.buf, g.rows, g.cols, limit, true, 0)?;
+    ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &rw, &a.buf, g.rows, g.cols, limit, true, 0)?;
     Ok(a)
 }

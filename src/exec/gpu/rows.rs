@@ -1,10 +1,8 @@
 //! The GPU executor's row movement: embedding rows, slices, stream repeat, gathers, cache appends and window-ring writes.
-use crate::exec::cpu::check;
-use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::gpu::ops::cached;
+use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
+use crate::exec::{shapes, ExecError};
 use crate::kernels::rows;
-use crate::weights::Dtype;
-use crate::exec::ExecError;
 
 /// Records a `copy_rows` of `rows` rows of `src` from row `at.0` to row `at.1` of `dst` (ring slots when `ring > 0`), each `repeat` times (see `rows::record_copy_rows`).
 fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at: (usize, usize), ring: usize, repeat: usize) -> Result<(), ExecError> {
@@ -15,7 +13,7 @@ fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at:
 
 /// Rows `start..start + len` of `x`.
 pub(super) fn slice_rows(ex: &mut GpuExecutor, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
-    check(start + len <= x.rows, "slice_rows", || format!("rows {start}..{} of {}", start + len, x.rows))?;
+    shapes::slice_rows((x.rows, x.cols), start, len)?;
     let y = ex.out(len, x.cols)?;
     copy(ex, x, &y, len, (start, 0), 0, 1)?;
     Ok(y)
@@ -32,14 +30,8 @@ pub(super) fn hc_repeat(ex: &mut GpuExecutor, x: &GpuTensor, hc: usize) -> Resul
 pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<GpuTensor, ExecError> {
     ex.need("embed", "embed")?;
     let name = format!("{module}.weight");
-    let w = ex.ckpt.get(&name).ok_or_else(|| ExecError::MissingWeight(name.clone()))?;
-    let [rows, cols] = *w.shape else { return Err(ExecError::BadWeight { name, problem: "not 2-D".into() }) };
-    if w.dtype != Dtype::BF16 || w.bytes.len() != rows * cols * 2 {
-        return Err(ExecError::BadWeight { name, problem: format!("dtype {} with {} bytes is not a BF16 [{rows}, {cols}] table", w.dtype, w.bytes.len()) });
-    }
-    if let Some(bad) = ids.iter().find(|&&i| i as usize >= rows) {
-        return Err(ExecError::Shape { op: "embed", problem: format!("token id {bad} is outside the {rows}-row table") });
-    }
+    let w = shapes::view(ex.ckpt, &name)?;
+    let (rows, cols) = shapes::embed(module, &w, ids)?;
     let y = ex.out(ids.len(), cols)?;
     if w.bytes.len() as u64 <= ex.limit {
         let table = cached(ex, format!("{name}#table"), |ex| Ok(Weight::Table { buf: ex.gpu.upload(w.bytes)? }))?;
@@ -55,19 +47,23 @@ pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<G
     Ok(y)
 }
 
-/// Rows `idx` of `x` into a new `[idx.len(), cols]` tensor.
-pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &[u32]) -> Result<GpuTensor, ExecError> {
+/// Rows `idx` of `x` into a new `[idx rows, cols]` tensor; the indices come from the index tensor's host copy (read back when it has none).
+pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &GpuTensor) -> Result<GpuTensor, ExecError> {
     ex.need("gather_rows", "gather_rows")?;
-    check(idx.iter().all(|&i| (i as usize) < x.rows), "gather_rows", || format!("an index outside {} rows", x.rows))?;
-    let ib = ex.upload_pod(idx)?;
-    let y = ex.out(idx.len(), x.cols)?;
-    rows::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, idx.len(), x.cols, x.rows, 0)?;
+    let words: Vec<u32> = match &idx.index {
+        Some(v) => v.to_vec(),
+        None => ex.values_of(idx)?.iter().map(|&v| v as u32).collect(),
+    };
+    shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), &words)?;
+    let ib = if idx.index.is_some() { idx.buf.clone() } else { ex.upload_pod(&words)? };
+    let y = ex.out(words.len(), x.cols)?;
+    rows::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, words.len(), x.cols, x.rows, 0)?;
     Ok(y)
 }
 
 /// Appends `rows` to `cache`, moving it into a buffer of twice the rows when it is full.
 pub(super) fn append_rows(ex: &mut GpuExecutor, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
-    check(cache.cols == rows.cols, "append_rows", || format!("cache rows of {} vs rows of {}", cache.cols, rows.cols))?;
+    shapes::append_rows((cache.rows, cache.cols), (rows.rows, rows.cols))?;
     let need = cache.rows + rows.rows;
     if need > cache.capacity() {
         let grown = ex.alloc(cache.rows, cache.cols, need.max(2 * cache.capacity()).max(16))?;
@@ -81,6 +77,6 @@ pub(super) fn append_rows(ex: &mut GpuExecutor, cache: &mut GpuTensor, rows: &Gp
 
 /// Writes rows (positions `start..`) into ring slots `position mod ring rows`; of rows beyond the ring only the last are written, as sequential writes leave them.
 pub(super) fn ring_write(ex: &mut GpuExecutor, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
-    check(ring.cols == rows.cols && ring.rows > 0, "ring_write", || format!("ring [{}, {}] vs rows of {}", ring.rows, ring.cols, rows.cols))?;
+    shapes::ring_write((ring.rows, ring.cols), (rows.rows, rows.cols))?;
     copy(ex, rows, ring, rows.rows, (0, start), ring.rows, 1)
 }

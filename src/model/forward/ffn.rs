@@ -1,6 +1,6 @@
 //! The MoE block of one layer: gate (score function, biased top-k, weights), routed experts, shared expert, join.
 use super::{tap, ForwardError, Model};
-use crate::exec::{Executor, Out};
+use crate::exec::{ExecError, Executor, Out, Stack};
 use crate::model::taps::Taps;
 
 /// MoE of layer `l` on the normed input `x` `[S, D]` (`image` marks image-span rows, routed with `bias_vl`); returns `[S, D]` (bf16).
@@ -15,9 +15,28 @@ pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, i
     tap(ex, taps, format!("L{l}.ffn.gate_w"), &w)?;
     let g = ex.linear(x, &format!("{f}.shared_experts.w1"), Out::Bf16)?;
     let u = ex.linear(x, &format!("{f}.shared_experts.w3"), Out::Bf16)?;
-    let a = ex.swiglu(&g, &u, limit)?;
+    let a = ex.swiglu(&g, &u, None, limit)?;
     let shared = ex.linear(&a, &format!("{f}.shared_experts.w2"), Out::Bf16)?;
-    let y = ex.routed_experts(x, &ids, &w, &shared, &format!("{f}.experts"), limit)?;
+    let y = routed_experts(ex, x, &ids, &w, &shared, &format!("{f}.experts"), m.cfg.n_routed_experts, limit)?;
     tap(ex, taps, format!("L{l}.ffn.out"), &y)?;
     Ok(y)
+}
+
+/// The matrices of each routed expert, in the order the block runs them.
+pub const EXPERT_MATRICES: [&str; 3] = ["w1", "w3", "w2"];
+
+/// Routed experts `{prefix}.{e}.{w1,w3,w2}` of x `[S, d]` by `ids` and weights `w` `[S, k]`: rows packed by expert, `w2(swiglu(w1 x, w3 x) * weight)` with bf16 at each reference rounding point, then each row's outputs added to +0.0 by ascending expert id and `shared` added; bf16 out.
+#[allow(clippy::too_many_arguments)]
+pub fn routed_experts<E: Executor>(ex: &mut E, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, experts: usize, limit: f32) -> Result<E::Tensor, ExecError> {
+    let (s, k) = ex.dims(ids);
+    let routes = ex.route(ids, experts)?;
+    let xg = ex.gather_rows(x, &routes.rows)?;
+    let w_flat = ex.reshape(w, s * k, 1)?;
+    let rw = ex.gather_rows(&w_flat, &routes.picks)?;
+    let [w1, w3, w2] = EXPERT_MATRICES.map(|matrix| Stack { prefix, matrix });
+    let g = ex.grouped_linear(&xg, &w1, &routes.table, Out::Bf16)?;
+    let u = ex.grouped_linear(&xg, &w3, &routes.table, Out::Bf16)?;
+    let a = ex.swiglu(&g, &u, Some(&rw), limit)?;
+    let o = ex.grouped_linear(&a, &w2, &routes.table, Out::Bf16)?;
+    ex.moe_join(&o, &routes.slots, ids, shared)
 }

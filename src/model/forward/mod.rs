@@ -6,6 +6,8 @@ mod ffn;
 mod model;
 
 pub use batch::SeqInput;
+pub use attn::wo_a;
+pub use ffn::{routed_experts, EXPERT_MATRICES};
 pub use model::Model;
 
 use crate::model::{LayerState, SeqState};

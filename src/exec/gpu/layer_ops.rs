@@ -1,10 +1,9 @@
-//! The GPU executor's model ops on the hc, rope, qat, compressor, indexer, attention and MoE kernel families.
-use crate::exec::cpu::check;
+//! The GPU executor's ops on the hc, engram, rope, qat, compressor, indexer, attention and router kernel families.
 use crate::exec::gpu::{GpuExecutor, GpuTensor};
 use crate::exec::gpu::ops::values;
 use crate::kernels::attention::{self, AttnDims};
 use crate::kernels::{compressor, engram, hc, indexer, moe, qat as qat_op, rope as rope_op};
-use crate::exec::{AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
+use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
 
 /// mHC mixes of each row.
 pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
@@ -13,9 +12,7 @@ pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &H
     let (base, bl) = values(ex, &site.base)?;
     let (scale, sl) = values(ex, &site.scale)?;
     let md = p.mix_dim();
-    check(fl == md * h.cols && bl == md && sl == 3 && p.hc > 0 && h.cols.is_multiple_of(p.hc), "hc_mixes", || {
-        format!("{}: {fl} / {bl} / {sl} values for mix {md} over {}", site.hc_fn, h.cols)
-    })?;
+    shapes::hc_mixes(&site.hc_fn, (fl, bl, sl), p, (h.rows, h.cols))?;
     let mix = ex.out(h.rows, md)?;
     let seg = ex.scratch(4 * hc::hc_mixes_scratch_words(h.rows, h.cols, md + 1) as u64)?;
     hc::record_hc_mixes(&mut ex.rec, &h.buf, &f, &scale, &base, &mix.buf, &seg, h.rows, h.cols / p.hc, p, 0)?;
@@ -24,7 +21,7 @@ pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &H
 
 /// Collapse of each row by the pre columns.
 pub(super) fn hc_collapse(ex: &mut GpuExecutor, h: &GpuTensor, mix: &GpuTensor, hc_n: usize) -> Result<GpuTensor, ExecError> {
-    check(h.rows == mix.rows && hc_n > 0 && h.cols.is_multiple_of(hc_n) && mix.cols >= hc_n, "hc_collapse", || format!("h [{}, {}], mix [{}, {}]", h.rows, h.cols, mix.rows, mix.cols))?;
+    shapes::hc_collapse((h.rows, h.cols), (mix.rows, mix.cols), hc_n)?;
     ex.need("hc_collapse", "hc_collapse")?;
     let d = h.cols / hc_n;
     let y = ex.out(h.rows, d)?;
@@ -34,8 +31,7 @@ pub(super) fn hc_collapse(ex: &mut GpuExecutor, h: &GpuTensor, mix: &GpuTensor, 
 
 /// Expand of each row by the post and comb columns.
 pub(super) fn hc_expand(ex: &mut GpuExecutor, out: &GpuTensor, h: &GpuTensor, mix: &GpuTensor, hc_n: usize) -> Result<GpuTensor, ExecError> {
-    let ok = h.rows == mix.rows && out.rows == h.rows && h.cols == hc_n * out.cols && mix.cols == (2 + hc_n) * hc_n;
-    check(ok, "hc_expand", || format!("out [{}, {}], h [{}, {}], mix [{}, {}]", out.rows, out.cols, h.rows, h.cols, mix.rows, mix.cols))?;
+    shapes::hc_expand((out.rows, out.cols), (h.rows, h.cols), (mix.rows, mix.cols), hc_n)?;
     ex.need("hc_expand", "hc_expand")?;
     let y = ex.out(h.rows, h.cols)?;
     hc::record_hc_expand(&mut ex.rec, &out.buf, &h.buf, &mix.buf, &y.buf, h.rows, hc_n, out.cols, 0)?;
@@ -46,9 +42,7 @@ pub(super) fn hc_expand(ex: &mut GpuExecutor, out: &GpuTensor, h: &GpuTensor, mi
 pub(super) fn engram_gate(ex: &mut GpuExecutor, h: &GpuTensor, kv: &GpuTensor, qk: (&str, &str), p: &EngramGate, live: &[bool]) -> Result<GpuTensor, ExecError> {
     ex.need("engram_gate", "engram_gate")?;
     let ((q, ql), (k, kl)) = (values(ex, qk.0)?, values(ex, qk.1)?);
-    let n = p.hc * p.d;
-    let ok = ql == n && kl == n && h.cols == n && kv.cols == n + p.d && h.rows == kv.rows && live.len() == h.rows;
-    check(ok, "engram_gate", || format!("h [{}, {}], kv [{}, {}], weights {ql} / {kl}", h.rows, h.cols, kv.rows, kv.cols))?;
+    shapes::engram_gate((h.rows, h.cols), (kv.rows, kv.cols), (ql, kl), p, live.len())?;
     let flags: Vec<u32> = live.iter().map(|&l| u32::from(l)).collect();
     let flags = ex.upload_pod(&flags)?;
     let y = ex.out(h.rows, h.cols)?;
@@ -58,8 +52,7 @@ pub(super) fn engram_gate(ex: &mut GpuExecutor, h: &GpuTensor, kv: &GpuTensor, q
 
 /// RoPE of each row.
 pub(super) fn rope(ex: &mut GpuExecutor, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
-    let ok = cs.rows == x.rows && heads > 0 && x.cols.is_multiple_of(heads) && cs.cols.is_multiple_of(2) && cs.cols <= x.cols / heads;
-    check(ok, "rope", || format!("x [{}, {}] with {heads} heads, table [{}, {}]", x.rows, x.cols, cs.rows, cs.cols))?;
+    shapes::rope((x.rows, x.cols), (cs.rows, cs.cols), heads)?;
     ex.need("rope", if inverse { "rope_inverse" } else { "rope" })?;
     let y = ex.out(x.rows, x.cols)?;
     rope_op::record_rope(&mut ex.rec, &x.buf, &cs.buf, &y.buf, x.rows, heads, x.cols / heads, cs.cols, inverse, 0)?;
@@ -68,7 +61,7 @@ pub(super) fn rope(ex: &mut GpuExecutor, x: &GpuTensor, cs: &GpuTensor, heads: u
 
 /// Quantize-dequantize round trip of each block.
 pub(super) fn qat(ex: &mut GpuExecutor, x: &GpuTensor, kind: Qat) -> Result<GpuTensor, ExecError> {
-    check(x.cols.is_multiple_of(kind.block()), "qat", || format!("{} columns are not a multiple of the {kind:?} block", x.cols))?;
+    shapes::qat((x.rows, x.cols), kind)?;
     ex.need("qat", qat_kernel(kind))?;
     let y = ex.out(x.rows, x.cols)?;
     qat_op::record_qat(&mut ex.rec, kind, &x.buf, &y.buf, x.rows, x.cols, 0)?;
@@ -87,8 +80,7 @@ fn qat_kernel(kind: Qat) -> &'static str {
 /// Gated pooling over the buffered rows then this call's rows; the remainder goes back into `partial` (in place).
 pub(super) fn compress_pool(ex: &mut GpuExecutor, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending_rows: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
     let hd = k.cols;
-    let ok = ratio > 1 && (k.rows, k.cols) == (g.rows, g.cols) && partial.cols == 2 * hd && partial.rows + 1 >= ratio && pending_rows < ratio;
-    check(ok, "compress_pool", || format!("k [{}, {hd}], partial [{}, {}], pending {pending_rows}, ratio {ratio}", k.rows, partial.rows, partial.cols))?;
+    shapes::compress_pool((k.rows, k.cols), (g.rows, g.cols), (partial.rows, partial.cols), pending_rows, ratio)?;
     ex.need("compress_pool", "compress_pool")?;
     let pooled = ex.out(compressor::pool_groups(k.rows, pending_rows, ratio), hd)?;
     compressor::record_compress_pool(&mut ex.rec, &k.buf, &g.buf, &partial.buf, &pooled.buf, k.rows, hd, pending_rows, ratio, 0)?;
@@ -103,8 +95,7 @@ fn visible_words(ex: &mut GpuExecutor, visible: &[usize]) -> Result<crate::gpu::
 
 /// Indexer scores of each query row.
 pub(super) fn index_scores(ex: &mut GpuExecutor, q: &GpuTensor, w: &GpuTensor, keys: &GpuTensor, visible: &[usize]) -> Result<GpuTensor, ExecError> {
-    let ok = q.rows == w.rows && visible.len() == q.rows && keys.cols > 0 && q.cols == w.cols * keys.cols;
-    check(ok, "index_scores", || format!("q [{}, {}], w [{}, {}], keys [{}, {}]", q.rows, q.cols, w.rows, w.cols, keys.rows, keys.cols))?;
+    shapes::index_scores((q.rows, q.cols), (w.rows, w.cols), (keys.rows, keys.cols), visible.len())?;
     ex.need("index_scores", "index_scores")?;
     let vis = visible_words(ex, visible)?;
     let y = ex.out(q.rows, keys.rows)?;
@@ -114,7 +105,7 @@ pub(super) fn index_scores(ex: &mut GpuExecutor, q: &GpuTensor, w: &GpuTensor, k
 
 /// Level-one candidate mask of each row.
 pub(super) fn candidate_mask(ex: &mut GpuExecutor, scores: &GpuTensor, visible: &[usize], blocks: usize, block: usize) -> Result<GpuTensor, ExecError> {
-    check(visible.len() == scores.rows && block > 0, "candidate_mask", || format!("{} rows, {} visible counts, block {block}", scores.rows, visible.len()))?;
+    shapes::candidate_mask((scores.rows, scores.cols), visible.len(), block)?;
     ex.need("candidate_mask", "candidate_mask")?;
     let vis = visible_words(ex, visible)?;
     let y = ex.out(scores.rows, scores.cols)?;
@@ -124,7 +115,7 @@ pub(super) fn candidate_mask(ex: &mut GpuExecutor, scores: &GpuTensor, visible: 
 
 /// Scores outside the mask set to -inf.
 pub(super) fn mask_scores(ex: &mut GpuExecutor, scores: &GpuTensor, mask: &GpuTensor) -> Result<GpuTensor, ExecError> {
-    check((scores.rows, scores.cols) == (mask.rows, mask.cols), "mask_scores", || format!("[{}, {}] vs [{}, {}]", scores.rows, scores.cols, mask.rows, mask.cols))?;
+    shapes::same_dims("mask_scores", (scores.rows, scores.cols), (mask.rows, mask.cols))?;
     ex.need("mask_scores", "mask_scores")?;
     let y = ex.out(scores.rows, scores.cols)?;
     indexer::record_mask_scores(&mut ex.rec, &scores.buf, &mask.buf, &y.buf, scores.rows, scores.cols, 0)?;
@@ -144,13 +135,10 @@ pub(super) fn sparse_attention(ex: &mut GpuExecutor, q: &GpuTensor, a: &AttnInpu
     ex.need("sparse_attention", "sparse_attention")?;
     let (sink, heads) = values(ex, a.sink)?;
     let hd = a.kv.cols;
-    let ok = q.rows == a.kv.rows && q.cols == heads * hd && a.ring.cols == hd && a.ring.rows == a.window && a.window > 0;
-    check(ok, "sparse_attention", || format!("q [{}, {}], kv [{}, {hd}], ring [{}, {}], {heads} sinks", q.rows, q.cols, a.kv.rows, a.ring.rows, a.ring.cols))?;
+    let compressed = a.compressed.map(|(c, s)| ((c.rows, c.cols), (s.rows, s.cols)));
+    shapes::sparse_attention((q.rows, q.cols), (a.kv.rows, hd), (a.ring.rows, a.ring.cols), a.window, heads, compressed, None)?;
     let (comp, sel, topk) = match a.compressed {
-        Some((comp, sel)) => {
-            check(comp.cols == hd && sel.rows == q.rows, "sparse_attention", || format!("compressed [{}, {}], selection [{}, {}]", comp.rows, comp.cols, sel.rows, sel.cols))?;
-            (&comp.buf, &sel.buf, sel.cols)
-        }
+        Some((comp, sel)) => (&comp.buf, &sel.buf, sel.cols),
         None => (&a.ring.buf, &a.ring.buf, 0),
     };
     let o = ex.out(q.rows, q.cols)?;
@@ -168,8 +156,7 @@ pub(super) fn moe_route(ex: &mut GpuExecutor, logits: &GpuTensor, biases: (&str,
         Some(n) if image.iter().any(|&i| i) => values(ex, n)?,
         _ => (b.clone(), bl),
     };
-    let ok = bl == logits.cols && vll == bl && p.k <= logits.cols && image.len() == logits.rows;
-    check(ok, "moe_route", || format!("{name} has {bl} values for {} experts, k {}, {} image flags for {} rows", logits.cols, p.k, image.len(), logits.rows))?;
+    shapes::moe_route(name, (bl, vll), (logits.rows, logits.cols), p.k, image.len())?;
     let flags: Vec<u32> = image.iter().map(|&i| u32::from(i)).collect();
     let flags = ex.upload_pod(&flags)?;
     let (ids, w) = (ex.out(logits.rows, p.k)?, ex.out(logits.rows, p.k)?);
