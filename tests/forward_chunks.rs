@@ -34,7 +34,7 @@ fn trace(model: &Model, chunk: usize, forced: Option<&[u32]>) -> Trace {
     for part in ids.chunks(chunk) {
         prompt_logits.extend(bits(&s.run(part, LogitRows::All, &mut Taps::default()).expect("prefill")));
     }
-    let prompt_state = s.state.to_bytes(&mut s.ex).expect("state");
+    let prompt_state = s.state_bytes().expect("state");
     let v = t.cfg.vocab_size;
     let mut last: Vec<f32> = prompt_logits[prompt_logits.len() - v..].iter().map(|&b| f32::from_bits(b)).collect();
     let (mut decode_logits, mut decoded) = (Vec::new(), Vec::new());
@@ -47,7 +47,7 @@ fn trace(model: &Model, chunk: usize, forced: Option<&[u32]>) -> Trace {
         last = s.run(&[next], LogitRows::Last, &mut Taps::default()).expect("decode");
         decode_logits.extend(bits(&last));
     }
-    let final_state = s.state.to_bytes(&mut s.ex).expect("state");
+    let final_state = s.state_bytes().expect("state");
     Trace { prompt_logits, prompt_state, decode_logits, final_state, decoded }
 }
 
@@ -74,12 +74,12 @@ fn bad_calls_are_errors_that_leave_the_state_untouched() {
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(CpuExecutor::new(&t.ckpt), &model).expect("session");
     s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("prefill");
-    let before = s.state.to_bytes(&mut s.ex).expect("state");
+    let before = s.state_bytes().expect("state");
     let v = t.cfg.vocab_size as u32;
     assert!(s.run(&[], LogitRows::Last, &mut Taps::default()).is_err(), "empty call");
     assert!(s.run(&[3, v], LogitRows::Last, &mut Taps::default()).is_err(), "id outside the vocabulary");
     let long = vec![3u32; t.cfg.max_position_embeddings];
     assert!(s.run(&long, LogitRows::Last, &mut Taps::default()).is_err(), "positions past the limit");
-    assert!(s.state.to_bytes(&mut s.ex).expect("state") == before, "a rejected call changed the state");
+    assert!(s.state_bytes().expect("state") == before, "a rejected call changed the state");
     assert!(s.run(&[3], LogitRows::Last, &mut Taps::default()).is_ok(), "the sequence continues");
 }

@@ -60,7 +60,7 @@ fn gpu_forward_equals_the_cpu_oracle_in_every_tap_logit_and_state_byte() {
         assert!(bits(&lc) == bits(&lg), "call {i}: logits differ");
         logits += lc.len();
         if i == 2 {
-            let (sc, sg) = (c.state.to_bytes(&mut c.ex).expect("cpu state"), g.state.to_bytes(&mut g.ex).expect("gpu state"));
+            let (sc, sg) = (c.state_bytes().expect("cpu state"), g.state_bytes().expect("gpu state"));
             assert!(sc == sg, "state bytes after the prompt differ");
         }
         if calls.len() < 3 + DECODE && i + 1 == calls.len() {
@@ -68,7 +68,7 @@ fn gpu_forward_equals_the_cpu_oracle_in_every_tap_logit_and_state_byte() {
         }
         i += 1;
     }
-    let (sc, sg) = (c.state.to_bytes(&mut c.ex).expect("cpu state"), g.state.to_bytes(&mut g.ex).expect("gpu state"));
+    let (sc, sg) = (c.state_bytes().expect("cpu state"), g.state_bytes().expect("gpu state"));
     assert!(sc == sg, "final state bytes differ");
     assert!(taps > 30 * calls.len() && logits == (PROMPT + DECODE) * t.cfg.vocab_size, "{taps} taps, {logits} logits");
 }
@@ -81,12 +81,12 @@ fn gpu_trace(model: &Model, chunk: usize, forced: &[u32]) -> (Vec<u32>, Vec<u8>,
     for part in prompt(PROMPT).chunks(chunk) {
         prompt_logits.extend(bits(&s.run(part, LogitRows::All, &mut Taps::default()).expect("prefill")));
     }
-    let prompt_state = s.state.to_bytes(&mut s.ex).expect("state");
+    let prompt_state = s.state_bytes().expect("state");
     let mut decode = Vec::new();
     for &tok in forced {
         decode.extend(bits(&s.run(&[tok], LogitRows::Last, &mut Taps::default()).expect("decode")));
     }
-    let end_state = s.state.to_bytes(&mut s.ex).expect("state");
+    let end_state = s.state_bytes().expect("state");
     (prompt_logits, prompt_state, decode, end_state)
 }
 
@@ -129,11 +129,11 @@ fn bad_gpu_calls_are_errors_that_leave_the_device_state_untouched() {
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
     s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("prefill");
-    let before = s.state.to_bytes(&mut s.ex).expect("state");
+    let before = s.state_bytes().expect("state");
     let v = t.cfg.vocab_size as u32;
     assert!(s.run(&[], LogitRows::Last, &mut Taps::default()).is_err(), "empty call");
     assert!(s.run(&[3, v], LogitRows::Last, &mut Taps::default()).is_err(), "id outside the vocabulary");
-    assert!(s.state.to_bytes(&mut s.ex).expect("state") == before, "a rejected call changed the state");
+    assert!(s.state_bytes().expect("state") == before, "a rejected call changed the state");
     let bad = s.ex.upload(2, 3, &[0.0; 6]).expect("upload");
     let other = s.ex.upload(3, 2, &[0.0; 6]).expect("upload");
     assert!(s.ex.add(&bad, &other, lockstep::exec::Out::F32).is_err(), "mismatched dims");

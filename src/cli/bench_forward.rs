@@ -1,11 +1,9 @@
 //! `lockstep bench forward`: prefill and decode throughput of a checkpoint on the GPU executor, and decode's achieved bandwidth against the device's stream-read ceiling.
 use crate::cli::bench_kernels::ceilings;
 use crate::cli::bench_counted::{Counted, StepBytes};
-use crate::engine::Session;
-use crate::model::SeqState;
-use crate::exec::{Executor, GpuExecutor};
-use crate::exec::Stack;
-use crate::model::forward::{EXPERT_MATRICES, forward_batch, LogitRows, Model, SeqInput};
+use crate::engine::{Session, Span, Work};
+use crate::exec::{Executor, GpuExecutor, Stack};
+use crate::model::forward::{LogitRows, Model, EXPERT_MATRICES};
 use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
 use crate::model::{load, Config, LoadMode, ValueCheck};
@@ -115,8 +113,8 @@ fn ms(t: Timing) -> String {
 }
 
 /// Replaces the session's sequence with a fresh one.
-fn fresh(s: &mut Bench, model: &Model) -> Result<()> {
-    s.state = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
+fn fresh(s: &mut Bench) -> Result<()> {
+    s.restart()?;
     Ok(())
 }
 
@@ -174,14 +172,14 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s; copy kernel: {copy:.1} GB/s (read + written); copy_buffer_to_buffer: {c2b:.1} GB/s")?;
     let t0 = Instant::now();
     let experts = preload_experts(&mut s, &model)?;
-    fresh(&mut s, &model)?;
+    fresh(&mut s)?;
     timed_call(&mut s, &tokens(1, cfg.vocab_size, 99))?;
     writeln!(out, "load experts={experts} plus every other weight by one 1-token forward: {:.2} s", t0.elapsed().as_secs_f64())?;
     for &p in &args.prefill {
         let ids = tokens(p, cfg.vocab_size, p as u64);
         let mut times = Vec::new();
         for i in 0..=reps {
-            fresh(&mut s, &model)?;
+            fresh(&mut s)?;
             let (t, _) = timed_call(&mut s, &ids)?;
             if i > 0 {
                 times.push(t);
@@ -227,7 +225,7 @@ fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write
     let tok = prefill_context(s, model, args.context, 1)?;
     for (what, ids) in [(format!("decode rows=1 context={}", args.context), vec![tok]), (format!("prefill tokens={p}"), ids)] {
         if ids.len() > 1 {
-            fresh(s, model)?;
+            fresh(s)?;
         }
         s.ex.inner.start_profile();
         let (t, _) = timed_call(s, &ids)?;
@@ -245,7 +243,7 @@ fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write
 
 /// Prefills `context` tokens into a fresh sequence of seed `seq` and frees the prefill's scratch buffers; returns the greedy next token.
 fn prefill_context(s: &mut Bench, model: &Model, context: usize, seq: u64) -> Result<u32> {
-    fresh(s, model)?;
+    fresh(s)?;
     let mut last = Vec::new();
     for part in tokens(context.max(1), model.cfg.vocab_size, seq).chunks(2048) {
         last = timed_call(s, part)?.1;
@@ -284,20 +282,24 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
     let mut seqs = Vec::new();
     for r in 0..rows {
         let tok = prefill_context(s, model, context, 10 + r as u64)?;
-        let st = SeqState::new(&mut s.ex, &model.cfg, &model.plan)?;
-        seqs.push((std::mem::replace(&mut s.state, st), [tok]));
+        let id = s.engine.fork(s.seq)?;
+        seqs.push((id, [tok]));
     }
     let mut times = Vec::new();
     for i in 0..reps + 1 {
         let (t, logits) = timed(s, |s| {
-            let mut inputs: Vec<SeqInput<'_, _>> = seqs.iter_mut().map(|(state, tok)| SeqInput { state, tokens: &tok[..], rows: LogitRows::Last }).collect();
-            let logits = forward_batch(&mut s.ex, model, &mut inputs, &mut Taps::default())?;
+            let inputs: Vec<[Span<'_>; 1]> = seqs.iter().map(|(_, tok)| [Span::Tokens(&tok[..])]).collect();
+            let work: Vec<Work<'_>> = seqs.iter().zip(&inputs).map(|((id, _), input)| Work { seq: *id, input, rows: LogitRows::Last }).collect();
+            let logits = s.engine.round(&work, &mut Taps::default())?;
             logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
         })?;
         if i >= 1 {
             times.push(t);
         }
         seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
+    }
+    for (id, _) in seqs {
+        s.engine.remove(id)?;
     }
     Ok(medians(&times))
 }

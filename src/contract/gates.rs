@@ -1,6 +1,6 @@
 //! Runs gates 1-4 and the planted controls for every registered kernel on one device (or the CPU oracle).
 use super::report::{KernelLine, Summary};
-use super::{probe_fusion, Case, Inputs, Kernel, Outputs, Rng};
+use super::{probe_fusion, Case, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
@@ -89,7 +89,7 @@ fn prepare(k: &dyn Kernel, case: Case, seed: u64, index: usize) -> CaseRun {
 }
 
 /// Gate results of one variant on one case: (gate1 margin, gate 2 ok, gate 3 ok, outputs).
-fn gates_123(gpu: &Gpu, k: &dyn Kernel, variant: &str, c: &CaseRun, control: u32) -> Result<(f64, bool, bool, Outputs), GpuError> {
+fn gates_123(gpu: &Gpu, k: &dyn Kernel, variant: &Variant, c: &CaseRun, control: u32) -> Result<(f64, bool, bool, Outputs), GpuError> {
     let out = k.run(gpu, variant, &c.case, &c.inputs, control)?;
     let m = margin(&k.values(&c.case, &out), &c.reference, &c.bound);
     let g2 = out == c.oracle;
@@ -147,8 +147,8 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
             continue;
         };
         let mut reference_outputs: Vec<Option<Outputs>> = vec![None; runs.len()];
-        for (vi, &variant) in k.variants().iter().enumerate() {
-            let mut line = KernelLine::new(k.name(), variant);
+        for (vi, variant) in k.variants().iter().enumerate() {
+            let mut line = KernelLine::new(k.name(), variant.name);
             line.limit_problems = summary.check_limits(gpu, k.footprint(variant));
             let t = Instant::now();
             for (ci, c) in runs.iter().enumerate() {

@@ -7,9 +7,10 @@ mod rng;
 pub use gates::{run_contract, ContractOptions};
 pub use probe::{fusion_inputs, probe_fusion, FusionProbe, PROBE_SHADER};
 pub use report::Summary;
+
 pub use rng::Rng;
 
-use crate::gpu::{Gpu, GpuError};
+use crate::gpu::{Gpu, GpuError, Lang, Shader};
 
 /// One shape a kernel is run at.
 #[derive(Clone, Debug)]
@@ -113,14 +114,37 @@ pub struct Footprint {
     pub bindings: u32,
 }
 
+/// One implementation of a kernel: its name in reports and the shaders it dispatches, each tagged by language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub name: &'static str,
+    pub shaders: &'static [Shader],
+}
+
+impl Variant {
+    /// A variant named `name` dispatching `shaders`.
+    pub const fn new(name: &'static str, shaders: &'static [Shader]) -> Variant {
+        Variant { name, shaders }
+    }
+
+    /// The language of its sources (WGSL for the reference variants).
+    pub fn lang(&self) -> Lang {
+        self.shaders.first().map_or(Lang::Wgsl, |s| s.lang)
+    }
+}
+
 /// A registered kernel: the op, its oracle, its f64 reference, its bound, its shapes, its variants and controls.
 pub trait Kernel: Sync {
     /// Registered name, e.g. `gemm_e4m3`.
     fn name(&self) -> &'static str;
     /// Variants; the first is the WGSL reference the others must equal.
-    fn variants(&self) -> &'static [&'static str];
+    fn variants(&self) -> &'static [Variant];
     /// Whether `variant` handles `case` (fast paths may cover a range of rows only).
-    fn supports(&self, _variant: &str, _case: &Case) -> bool {
+    fn supports(&self, _variant: &Variant, _case: &Case) -> bool {
+        true
+    }
+    /// Whether the forward dispatches this kernel (the numerics library's probes and the sampler's ops are proven but not dispatched).
+    fn in_forward(&self) -> bool {
         true
     }
     /// Shapes: the model's real ones, the tiny model's, awkward ones; fewer rows when `quick`.
@@ -138,11 +162,11 @@ pub trait Kernel: Sync {
     /// Output words decoded to the values gate 1 compares with the reference.
     fn values(&self, case: &Case, outputs: &Outputs) -> Vec<f64>;
     /// Runs `variant` on the device with control `control` (0 = none), outputs poisoned before the dispatch.
-    fn run(&self, gpu: &Gpu, variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError>;
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError>;
     /// The planted controls.
     fn controls(&self) -> &'static [Control];
     /// Workgroup resources of a variant.
-    fn footprint(&self, variant: &str) -> Footprint;
+    fn footprint(&self, variant: &Variant) -> Footprint;
     /// Whether rows are independent (gate 3 splits them); false for ops that reduce over rows.
     fn row_invariant(&self) -> bool {
         true

@@ -2,7 +2,7 @@
 use crate::gpu::{Arg, Gpu, GpuError, PipelineKey, Recorder, Shader};
 use std::fmt;
 
-pub const PROBE_SHADER: Shader = Shader { kernel: "probe_fusion", variant: "wgsl", source: include_str!("../../wgsl/contract/fusion_probe.wgsl") };
+pub const PROBE_SHADER: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "probe_fusion", variant: "wgsl", source: include_str!("../../wgsl/contract/fusion_probe.wgsl") };
 
 /// What the probe saw on 4096 inputs chosen so that the fused and unfused results differ.
 #[derive(Clone, Debug)]

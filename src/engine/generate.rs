@@ -1,9 +1,10 @@
-//! One sequence end to end: chunked prefill, then decode with the sampler until a stop token or the token budget.
+//! One sequence end to end on an engine of its own: chunked prefill, then decode with the sampler until a stop token or the token budget.
+use super::rounds::{Engine, EngineError, SeqId};
 use super::sampler::{Sampler, SamplerError};
-use crate::model::SeqState;
 use crate::exec::{ExecError, Executor};
-use crate::model::forward::{forward, ForwardError, LogitRows, Model};
+use crate::model::forward::{ForwardError, LogitRows, Model};
 use crate::model::taps::Taps;
+use std::ops::{Deref, DerefMut};
 
 /// Why generation stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +15,9 @@ pub enum GenerateError {
     /// Reading logits back failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// The engine refused the call.
+    #[error(transparent)]
+    Engine(EngineError),
     /// Sampling failed.
     #[error(transparent)]
     Sampler(#[from] SamplerError),
@@ -45,27 +49,63 @@ pub struct GenerateOptions {
     pub taps: bool,
 }
 
-/// One sequence on one executor.
+impl From<EngineError> for GenerateError {
+    fn from(e: EngineError) -> GenerateError {
+        match e {
+            EngineError::Forward(f) => GenerateError::Forward(f),
+            EngineError::Exec(x) => GenerateError::Exec(x),
+            other => GenerateError::Engine(other),
+        }
+    }
+}
+
+/// One sequence on an engine of its own (the engine's fields and methods through `Deref`).
 pub struct Session<'m, 'c, E: Executor> {
-    /// The executor.
-    pub ex: E,
-    /// The model.
-    pub model: &'m Model<'c>,
-    /// The sequence state.
-    pub state: SeqState<E::Tensor>,
+    /// The engine.
+    pub engine: Engine<'m, 'c, E>,
+    /// The sequence.
+    pub seq: SeqId,
+}
+
+impl<'m, 'c, E: Executor> Deref for Session<'m, 'c, E> {
+    type Target = Engine<'m, 'c, E>;
+    fn deref(&self) -> &Self::Target {
+        &self.engine
+    }
+}
+
+impl<E: Executor> DerefMut for Session<'_, '_, E> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.engine
+    }
 }
 
 impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
     /// A fresh sequence.
-    pub fn new(mut ex: E, model: &'m Model<'c>) -> Result<Self, ExecError> {
-        let state = SeqState::new(&mut ex, &model.cfg, &model.plan)?;
-        Ok(Session { ex, model, state })
+    pub fn new(ex: E, model: &'m Model<'c>) -> Result<Self, ExecError> {
+        let mut engine = Engine::new(ex, model);
+        let seq = engine.add()?;
+        Ok(Session { engine, seq })
     }
 
     /// Runs `tokens` as one forward call; returns the logits of `rows`, row-major.
     pub fn run(&mut self, tokens: &[u32], rows: LogitRows, taps: &mut Taps<f32>) -> Result<Vec<f32>, GenerateError> {
-        let logits = forward(&mut self.ex, self.model, &mut self.state, tokens, rows, taps)?;
-        Ok(self.ex.read(&logits)?)
+        Ok(self.engine.run(self.seq, tokens, rows, taps)?)
+    }
+
+    /// The sequence's state as bytes.
+    pub fn state_bytes(&mut self) -> Result<Vec<u8>, GenerateError> {
+        Ok(self.engine.state_bytes(self.seq)?)
+    }
+
+    /// The sequence's next position.
+    pub fn position(&self) -> usize {
+        self.engine.pos(self.seq).unwrap_or(0)
+    }
+
+    /// Restarts the sequence at position 0.
+    pub fn restart(&mut self) -> Result<(), GenerateError> {
+        Ok(self.engine.reset(self.seq)?)
     }
 
     /// Prefills `tokens` in calls of at most `chunk` tokens; returns the last token's logits. `on_call` sees each call's taps.
@@ -96,7 +136,7 @@ impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
         let mut logits = self.prefill(prompt, opts.chunk, taps_on, &mut on_call)?;
         let mut tokens = Vec::new();
         while tokens.len() < max_tokens {
-            let t = sampler.sample(&logits, self.state.pos)?;
+            let t = sampler.sample(&logits, self.position())?;
             tokens.push(t);
             on_token(t).map_err(GenerateError::Output)?;
             if stop(t) {

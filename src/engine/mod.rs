@@ -1,6 +1,8 @@
-//! The engine: per-sequence state, the sampler, and the prefill/decode loop of one sequence.
+//! The engine: one executor over many sequences and their rounds, the sampler, and the prefill/decode loop of one sequence.
 pub mod generate;
+pub mod rounds;
 pub mod sampler;
 
 pub use generate::{GenerateError, GenerateOptions, Generation, Session};
+pub use rounds::{Engine, EngineError, SeqId, Span, Work};
 pub use sampler::{Sampler, SamplerError, Sampling};

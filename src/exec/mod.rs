@@ -108,6 +108,8 @@ pub trait Executor {
     fn zeros(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
     /// A tensor `[rows, cols]` whose values are unspecified (NaN where the executor can poison); every element must be written before it is read.
     fn scratch(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
+    /// A copy of `x` that shares no storage with it (writes to either leave the other unchanged).
+    fn copy(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
     /// Uploads a row index list as `[len, 1]` (values exact as f32).
     fn upload_index(&mut self, idx: &[u32]) -> Result<Self::Tensor, ExecError>;
     /// The same values viewed as `[rows, cols]` (the element count must match).

@@ -70,6 +70,9 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn scratch(&mut self, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
         self.inner.scratch(rows, cols)
     }
+    fn copy(&mut self, x: &E::Tensor) -> Result<E::Tensor, ExecError> {
+        self.inner.copy(x)
+    }
     fn upload_index(&mut self, idx: &[u32]) -> Result<E::Tensor, ExecError> {
         self.inner.upload_index(idx)
     }

@@ -7,7 +7,7 @@ mod recorder;
 
 pub use adapter::{list_adapters, AdapterSummary, DeviceChoice};
 pub use buffer::{Buf, SplitBuf, MAX_BINDING_BYTES};
-pub use pipeline::{PipelineKey, Shader, WGSL_LIB};
+pub use pipeline::{Lang, PipelineKey, Shader, WGSL_LIB};
 pub use recorder::{Arg, Recorder, Submitted};
 
 use std::sync::atomic::{AtomicU64, Ordering};

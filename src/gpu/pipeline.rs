@@ -5,17 +5,34 @@ use std::collections::HashMap;
 /// The shared WGSL numerics every kernel may call.
 pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n");
 
-/// A kernel source: its registered name, its variant and its WGSL text (compared by the text's address, so cache lookups never hash whole sources).
+/// The language a kernel source is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lang {
+    /// WGSL, compiled by wgpu on every backend (the shared numerics prepended).
+    Wgsl,
+    /// Metal Shading Language, passed through to Metal only.
+    Msl,
+}
+
+/// A kernel source: its registered name, its variant, its language and its text (compared by the text's address, so cache lookups never hash whole sources).
 #[derive(Clone, Copy, Debug)]
 pub struct Shader {
+    pub lang: Lang,
     pub kernel: &'static str,
     pub variant: &'static str,
     pub source: &'static str,
 }
 
+impl Shader {
+    /// Whether `o` is the same source: language, names and text (equality proper compares the text's address only).
+    pub fn same(&self, o: &Shader) -> bool {
+        (self.lang, self.kernel, self.variant, self.source) == (o.lang, o.kernel, o.variant, o.source)
+    }
+}
+
 impl PartialEq for Shader {
     fn eq(&self, o: &Shader) -> bool {
-        (self.kernel, self.variant) == (o.kernel, o.variant) && std::ptr::eq(self.source, o.source)
+        (self.lang, self.kernel, self.variant) == (o.lang, o.kernel, o.variant) && std::ptr::eq(self.source, o.source)
     }
 }
 
@@ -23,7 +40,7 @@ impl Eq for Shader {}
 
 impl std::hash::Hash for Shader {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (self.kernel, self.variant, self.source.as_ptr(), self.source.len()).hash(h);
+        (self.lang, self.kernel, self.variant, self.source.as_ptr(), self.source.len()).hash(h);
     }
 }
 
@@ -47,6 +64,9 @@ impl Gpu {
             return Ok(p.clone());
         }
         let err = |message: String| GpuError::Shader { kernel: format!("{}/{}", key.shader.kernel, key.shader.variant), message };
+        if key.shader.lang != Lang::Wgsl {
+            return Err(err(format!("{:?} sources run only through Metal's passthrough, not on {:?}", key.shader.lang, self.info.backend)));
+        }
         let source = format!("{WGSL_LIB}{}", key.shader.source);
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -67,6 +87,17 @@ impl Gpu {
         }
         cache.pipelines.insert(key.clone(), pipeline.clone());
         Ok(pipeline)
+    }
+}
+
+impl Gpu {
+    /// Every shader compiled on this device so far.
+    pub fn compiled_shaders(&self) -> Vec<Shader> {
+        let cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<Shader> = cache.pipelines.keys().map(|k| k.shader).collect();
+        v.sort_by_key(|s| (s.kernel, s.variant));
+        v.dedup();
+        v
     }
 }
 

@@ -1,5 +1,5 @@
-//! The registry: every kernel the contract proves, in contract order, and every WGSL source the engine, the contract and the benchmarks compile.
-use crate::contract::Kernel;
+//! The registry, the one list: every kernel the contract proves, in contract order, with its typed variants and their sources; the shader list and the forward's kernel list are derived from it.
+use crate::contract::{Kernel, Variant};
 use crate::gpu::Shader;
 use crate::kernels::ops::{contract as ops_contract, select_contract, Elementwise};
 use crate::kernels::{attention, compressor, engram, gemm, hc, indexer, lib, moe, qat, rope, rows};
@@ -16,6 +16,9 @@ static ELEMENTWISE: [ops_contract::ElementwiseKernel; 3] = [
 static SOFTMAX: select_contract::SoftmaxKernel = select_contract::SoftmaxKernel;
 static ARGMAX: select_contract::SelectKernel = select_contract::SelectKernel { name: "argmax", argmax: true };
 static TOPK: select_contract::SelectKernel = select_contract::SelectKernel { name: "topk", argmax: false };
+
+/// Sources that measure the device rather than compute an op: the contract's fusion probe and the benchmarks' bandwidth instrument.
+pub const INSTRUMENTS: [Shader; 2] = [crate::contract::PROBE_SHADER, crate::kernels::ceiling::STREAM];
 
 /// Every registered kernel, in contract order.
 pub fn registry() -> Vec<&'static dyn Kernel> {
@@ -39,23 +42,23 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     k
 }
 
-/// All shaders (without the library prepended).
+/// Every variant of every registered kernel, with its kernel's name.
+pub fn variants() -> Vec<(&'static str, &'static Variant)> {
+    registry().into_iter().flat_map(|k| k.variants().iter().map(move |v| (k.name(), v))).collect()
+}
+
+/// Every source the engine, the contract and the benchmarks compile: each variant's shaders, then the instruments (without the library prepended), each once.
 pub fn all() -> Vec<Shader> {
-    let mut v: Vec<Shader> = gemm::shaders().to_vec();
-    v.extend(gemm::grouped::shaders());
-    v.extend([crate::kernels::ops::ACT_QUANT, crate::kernels::ops::RMSNORM, crate::kernels::ops::SWIGLU, crate::kernels::ops::SOFTMAX, crate::kernels::ops::SELECT]);
-    v.extend(crate::kernels::ops::ELEMENTWISE);
-    v.extend(hc::contract::shaders());
-    v.extend(engram::contract::shaders());
-    v.extend(rope::contract::shaders());
-    v.extend(qat::contract::shaders());
-    v.extend(attention::contract::shaders());
-    v.extend(compressor::contract::shaders());
-    v.extend(indexer::contract::shaders());
-    v.extend(moe::contract::shaders());
-    v.extend(rows::contract::shaders());
-    v.push(lib::PROBE);
-    v.push(crate::contract::PROBE_SHADER);
-    v.push(crate::kernels::ceiling::STREAM);
+    let mut v: Vec<Shader> = Vec::new();
+    for s in variants().into_iter().flat_map(|(_, v)| v.shaders.iter().copied()).chain(INSTRUMENTS) {
+        if !v.iter().any(|x| x.same(&s)) {
+            v.push(s);
+        }
+    }
     v
+}
+
+/// The registered kernels the forward dispatches, by name.
+pub fn forward_kernels() -> Vec<&'static str> {
+    registry().into_iter().filter(|k| k.in_forward()).map(|k| k.name()).collect()
 }

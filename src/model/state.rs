@@ -64,6 +64,26 @@ impl<T> SeqState<T> {
         Ok(SeqState { pos: 0, history: EngramHistory::new(), layers })
     }
 
+    /// A deep copy on the device: every ring, cache and buffered group copied, so the copy and `self` continue independently.
+    pub fn copy<E: Executor<Tensor = T>>(&self, ex: &mut E) -> Result<SeqState<T>, ExecError> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            let comp = match &l.comp {
+                Some(c) => Some(CompCache {
+                    ratio: c.ratio,
+                    kv: ex.copy(&c.kv)?,
+                    index_keys: ex.copy(&c.index_keys)?,
+                    rows: c.rows,
+                    partial: c.partial.as_ref().map(|p| ex.copy(p)).transpose()?,
+                    pending: c.pending,
+                }),
+                None => None,
+            };
+            layers.push(LayerState { window: ex.copy(&l.window)?, comp });
+        }
+        Ok(SeqState { pos: self.pos, history: self.history.clone(), layers })
+    }
+
     /// The state as bytes: position, engram history, then per layer the ring, compressed rows, index keys and buffered rows (f32 LE).
     pub fn to_bytes<E: Executor<Tensor = T>>(&self, ex: &mut E) -> Result<Vec<u8>, ExecError> {
         let mut b = MAGIC.to_vec();

@@ -119,6 +119,10 @@ impl Executor for CpuExecutor<'_> {
         Ok(CpuTensor { rows, cols, data: vec![f32::NAN; rows * cols] })
     }
 
+    fn copy(&mut self, x: &CpuTensor) -> Result<CpuTensor, ExecError> {
+        Ok(x.clone())
+    }
+
     fn upload_index(&mut self, idx: &[u32]) -> Result<CpuTensor, ExecError> {
         Ok(CpuTensor { rows: idx.len(), cols: 1, data: idx.iter().map(|&i| i as f32).collect() })
     }

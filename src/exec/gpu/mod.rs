@@ -15,13 +15,6 @@ use crate::weights::Checkpoint;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-/// Every kernel the forward dispatches through this executor, by registered name.
-pub const FORWARD_KERNELS: &[&str] = &[
-    "act_quant", "gemm_bf16", "gemm_e4m3", "gemm_e2m1", "rmsnorm", "swiglu", "add", "scale", "round_bf16", "embed", "gather_rows", "copy_rows",
-    "hc_mixes", "hc_collapse", "hc_expand", "engram_gate", "rope", "rope_inverse", "qat_fp8", "qat_fp4_rows", "qat_fp4_index", "compress_pool",
-    "index_scores", "candidate_mask", "mask_scores", "index_topk", "sparse_attention", "moe_route", "moe_join",
-];
-
 /// Pending dispatches that make the executor submit without waiting.
 const PIPELINE_DISPATCHES: usize = 64;
 
@@ -92,10 +85,10 @@ pub struct KernelTime {
 }
 
 impl<'g, 'c> GpuExecutor<'g, 'c> {
-    /// An executor on `gpu` reading weights from `ckpt`; only kernels in `kernels::registry()` that have a WGSL source of that name will run.
+    /// An executor on `gpu` reading weights from `ckpt`; only registered kernels whose reference variant is WGSL will run.
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
-        let sources: HashSet<&'static str> = crate::kernels::registry::all().iter().map(|s| s.kernel).collect();
-        let registered = crate::kernels::registry().iter().map(|k| k.name()).filter(|n| sources.contains(n)).collect();
+        let wgsl = |k: &&dyn crate::contract::Kernel| k.variants().first().is_some_and(|v| v.lang() == crate::gpu::Lang::Wgsl);
+        let registered = crate::kernels::registry().into_iter().filter(wgsl).map(|k| k.name()).collect();
         GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new() }
     }
 
@@ -163,7 +156,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
 
     /// The forward's kernels that are not registered (the forward cannot run while any is missing).
     pub fn missing_kernels(&self) -> Vec<&'static str> {
-        FORWARD_KERNELS.iter().copied().filter(|k| !self.registered.contains(k)).collect()
+        crate::kernels::registry::forward_kernels().into_iter().filter(|k| !self.registered.contains(k)).collect()
     }
 
     /// Fails unless kernel `name` is registered with the contract (an unregistered kernel never runs).
@@ -285,6 +278,10 @@ impl Executor for GpuExecutor<'_, '_> {
 
     fn scratch(&mut self, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
         self.out(rows, cols)
+    }
+
+    fn copy(&mut self, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
+        gr::copy_tensor(self, x)
     }
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {

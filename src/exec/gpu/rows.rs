@@ -11,6 +11,15 @@ fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at:
     Ok(())
 }
 
+/// A copy of `x` in a fresh buffer of the same row capacity (rows beyond `x.rows` zero).
+pub(super) fn copy_tensor(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
+    let cap = if x.cols == 0 { x.rows } else { x.capacity().max(x.rows) };
+    let mut y = ex.alloc(x.rows, x.cols, cap)?;
+    copy(ex, x, &y, x.rows, (0, 0), 0, 1)?;
+    y.index = x.index.clone();
+    Ok(y)
+}
+
 /// Rows `start..start + len` of `x`.
 pub(super) fn slice_rows(ex: &mut GpuExecutor, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
     shapes::slice_rows((x.rows, x.cols), start, len)?;

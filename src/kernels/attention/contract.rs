@@ -1,8 +1,8 @@
 //! Contract registrations of sparse attention with sink, compressor pooling and row copies.
 use crate::kernels::attention::{self, AttnDims};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder, Shader};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::round_bf16;
 
 static SPARSE_ATTENTION: SparseAttentionKernel = SparseAttentionKernel;
@@ -12,10 +12,6 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&SPARSE_ATTENTION]
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<Shader> {
-    vec![attention::SPARSE_ATTENTION]
-}
 
 /// One attention shape: heads, head dim, window, selection width, position of row 0, compressed rows.
 struct Shape {
@@ -83,8 +79,9 @@ impl Kernel for SparseAttentionKernel {
     fn name(&self) -> &'static str {
         "sparse_attention"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::attention::SPARSE_ATTENTION])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = |q: usize, f: usize| if quick { q } else { f };
@@ -170,7 +167,7 @@ impl Kernel for SparseAttentionKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let sh = shape(case);
         let (start, kv, ring) = call_state(case, inputs);
         let up = |v: &[u8]| gpu.upload(v);
@@ -195,7 +192,7 @@ impl Kernel for SparseAttentionKernel {
             Control::new(7, "read ring slot (pos + 1) mod window"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 4096 + 4096 + 1024 + 1024 + 8, bindings: 7 }
     }
 }

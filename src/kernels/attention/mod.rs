@@ -7,7 +7,7 @@ use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
 /// The sparse attention kernel (a workgroup per row and head).
-pub(crate) const SPARSE_ATTENTION: Shader = Shader { kernel: "sparse_attention", variant: "ref", source: include_str!("../../../wgsl/attention/attention.wgsl") };
+pub(crate) const SPARSE_ATTENTION: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "sparse_attention", variant: "ref", source: include_str!("../../../wgsl/attention/attention.wgsl") };
 
 /// Most keys one query row may attend to (window plus selection width): the kernel's workgroup key list.
 pub const MAX_KEYS: usize = 1024;

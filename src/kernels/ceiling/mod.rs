@@ -2,4 +2,4 @@
 use crate::gpu::Shader;
 
 /// The bandwidth instrument's shader.
-pub const STREAM: Shader = Shader { kernel: "bench_stream", variant: "wgsl", source: include_str!("../../../wgsl/ceiling/stream.wgsl") };
+pub const STREAM: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "bench_stream", variant: "wgsl", source: include_str!("../../../wgsl/ceiling/stream.wgsl") };

@@ -1,8 +1,8 @@
 //! Contract registration of compressor pooling.
-use crate::kernels::compressor::{self, pool_groups, COMPRESS_POOL};
+use crate::kernels::compressor::{self, pool_groups};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder, Shader};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::gpu::{Gpu, GpuError, Recorder};
 
 static COMPRESS_POOL_KERNEL: CompressPoolKernel = CompressPoolKernel;
 
@@ -11,10 +11,6 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&COMPRESS_POOL_KERNEL]
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<Shader> {
-    vec![COMPRESS_POOL]
-}
 
 /// One pooling shape: channels, ratio, buffered rows before the call, and where run() splits the call in two (0: one call).
 struct PoolShape {
@@ -46,8 +42,9 @@ impl Kernel for CompressPoolKernel {
     fn name(&self) -> &'static str {
         "compress_pool"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::compressor::COMPRESS_POOL])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         vec![
@@ -100,7 +97,7 @@ impl Kernel for CompressPoolKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         outputs.iter().flat_map(|o| f64s(o)).collect()
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let sh = pool_shape(case);
         let (k, g) = (inputs.data[0].f32s(), inputs.data[1].f32s());
         let partial = gpu.upload(&inputs.data[2].bytes)?;
@@ -128,7 +125,7 @@ impl Kernel for CompressPoolKernel {
             Control::new(5, "double the softmax weights"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 4 }
     }
     fn row_invariant(&self) -> bool {

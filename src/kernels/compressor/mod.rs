@@ -22,7 +22,7 @@ pub fn pool_group(k: &[&[f32]], g: &[&[f32]]) -> Vec<f32> {
 }
 
 /// The pooling kernel (CARRY 0: latents; CARRY 1: the carried remainder).
-pub(crate) const COMPRESS_POOL: Shader = Shader { kernel: "compress_pool", variant: "ref", source: include_str!("../../../wgsl/compressor/compress_pool.wgsl") };
+pub(crate) const COMPRESS_POOL: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "compress_pool", variant: "ref", source: include_str!("../../../wgsl/compressor/compress_pool.wgsl") };
 
 /// Complete groups of a call: (pending + s) / ratio.
 pub fn pool_groups(s: usize, pending: usize, ratio: usize) -> usize {

@@ -2,7 +2,7 @@
 use crate::kernels::engram::{self, EngramGate};
 use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, words, U};
 use crate::kernels::hc::stream_contract::{stream_rows, BF16_HALF};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use crate::numerics::round_bf16;
 
@@ -58,8 +58,9 @@ impl Kernel for EngramKernel {
     fn name(&self) -> &'static str {
         "engram_gate"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::engram::ENGRAM_GATE])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 32 };
@@ -121,7 +122,7 @@ impl Kernel for EngramKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = params(case);
         let n = case.rows * p.hc * p.d;
         run_uploaded(gpu, inputs, &[n], |rec, b, y| engram::record_engram_gate(rec, &b[0], &b[1], &b[2], &b[3], &b[4], &y[0], case.rows, &p, control))
@@ -136,7 +137,7 @@ impl Kernel for EngramKernel {
             Control::new(7, "drop the sign of the dot"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 768 * 4 + 4, bindings: 6 }
     }
 }
@@ -170,7 +171,3 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&ENGRAM]
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<crate::gpu::Shader> {
-    vec![engram::ENGRAM_GATE]
-}

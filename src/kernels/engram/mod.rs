@@ -18,7 +18,7 @@ pub struct EngramGate {
     pub eps: f32,
 }
 
-pub(crate) const ENGRAM_GATE: Shader = Shader { kernel: "engram_gate", variant: "ref", source: include_str!("../../../wgsl/engram/engram_gate.wgsl") };
+pub(crate) const ENGRAM_GATE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "engram_gate", variant: "ref", source: include_str!("../../../wgsl/engram/engram_gate.wgsl") };
 
 /// Records the gate: h [rows, hc*d], kv [rows, (hc+1)*d] (keys stream-major, then the value), q_weight and k_weight [hc*d], live [rows] u32 (0 = pass through) into y [rows, hc*d] (bf16 values).
 #[allow(clippy::too_many_arguments)]

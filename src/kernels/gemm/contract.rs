@@ -2,7 +2,7 @@
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
 use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs};
 use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2};
 
@@ -48,17 +48,69 @@ impl GemmKernel {
     }
 }
 
+/// The GEMM variants, in the order of `VARIANTS`' rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Ref,
+    Gemv,
+    Tiled,
+    Grouped,
+    GroupedTiled,
+}
+
+impl Path {
+    const ALL: [Path; 5] = [Path::Ref, Path::Gemv, Path::Tiled, Path::Grouped, Path::GroupedTiled];
+
+    /// The path of one of `VARIANTS`' entries, by identity.
+    fn of(v: &Variant) -> Path {
+        VARIANTS.iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
+    }
+
+    /// The engine's dense variant, for the plain paths.
+    fn plain(self) -> Option<GemmVariant> {
+        match self {
+            Path::Ref => Some(GemmVariant::Ref),
+            Path::Gemv => Some(GemmVariant::Gemv),
+            Path::Tiled => Some(GemmVariant::Tiled),
+            Path::Grouped | Path::GroupedTiled => None,
+        }
+    }
+
+    /// Whether a grouped path is the tiled one; `None` for the plain paths.
+    fn grouped(self) -> Option<bool> {
+        match self {
+            Path::Grouped => Some(false),
+            Path::GroupedTiled => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// Each format's variants: the reference, gemv and tiled dense kernels, and the grouped kernels over a one-entry-per-tile table.
+static VARIANTS: [[Variant; 5]; 3] = {
+    const fn row(f: usize) -> [Variant; 5] {
+        [
+            Variant::new("ref", std::slice::from_ref(&gemm::SHADERS[f][0])),
+            Variant::new("gemv", std::slice::from_ref(&gemm::SHADERS[f][1])),
+            Variant::new("tiled", std::slice::from_ref(&gemm::SHADERS[f][2])),
+            Variant::new("grouped", std::slice::from_ref(&gemm_grouped::SHADERS[0][f])),
+            Variant::new("grouped_tiled", std::slice::from_ref(&gemm_grouped::SHADERS[1][f])),
+        ]
+    }
+    [row(0), row(1), row(2)]
+};
+
 impl Kernel for GemmKernel {
     fn name(&self) -> &'static str {
         self.name
     }
 
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref", "gemv", "tiled", "grouped", "grouped_tiled"]
+    fn variants(&self) -> &'static [Variant] {
+        &VARIANTS[self.fmt as usize]
     }
 
-    fn supports(&self, variant: &str, case: &Case) -> bool {
-        variant != "gemv" || case.rows <= GEMV_MAX_ROWS
+    fn supports(&self, variant: &Variant, case: &Case) -> bool {
+        Path::of(variant) != Path::Gemv || case.rows <= GEMV_MAX_ROWS
     }
 
     fn cases(&self, quick: bool) -> Vec<Case> {
@@ -154,8 +206,8 @@ impl Kernel for GemmKernel {
         f64s(&outputs[0])
     }
 
-    fn run(&self, gpu: &Gpu, variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
-        let v = GemmVariant::from_name(variant).unwrap_or(GemmVariant::Ref);
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+        let path = Path::of(variant);
         let bf16 = self.fmt == WeightFormat::Bf16;
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let xs = if bf16 { None } else { Some(gpu.upload(&inputs.data[1].bytes)?) };
@@ -164,15 +216,14 @@ impl Kernel for GemmKernel {
         let words = case.rows * case.n;
         let out = poisoned(gpu, words)?;
         let mut rec = Recorder::new(gpu);
-        if variant.starts_with("grouped") {
-            let tiled = variant == "grouped_tiled";
+        if let Some(tiled) = path.grouped() {
             let entries = gemm_grouped::tiling(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
             let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
             gemm_grouped::record_grouped(&mut rec, &a, tiled, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
-            gemm::record(&mut rec, &args, v, control)?;
+            gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
         }
         rec.submit()?;
         read_outputs(gpu, &[(&out, words)])
@@ -182,13 +233,13 @@ impl Kernel for GemmKernel {
         CONTROLS
     }
 
-    fn footprint(&self, variant: &str) -> Footprint {
-        let bindings = u32::from(variant.starts_with("grouped")) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
-        match variant {
-            "ref" => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
-            "grouped" => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
-            "grouped_tiled" => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
-            _ => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
+    fn footprint(&self, variant: &Variant) -> Footprint {
+        let path = Path::of(variant);
+        let bindings = u32::from(path.grouped().is_some()) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        match path {
+            Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
+            Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
+            Path::Gemv | Path::Tiled | Path::GroupedTiled => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }
 }

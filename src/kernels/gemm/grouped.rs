@@ -3,7 +3,7 @@ use crate::kernels::gemm::{gemm_shader, operands, WeightFormat};
 use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 
 
-const SHADERS: [[Shader; 3]; 2] = [
+pub(crate) const SHADERS: [[Shader; 3]; 2] = [
     [
         gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "gemv_core"),
         gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "gemv_core"),
@@ -21,11 +21,6 @@ pub const TILE_ROWS: usize = 64;
 
 /// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
 pub const PART: usize = 4091;
-
-/// The six grouped shaders (format x {grouped, grouped_tiled}).
-pub fn shaders() -> [Shader; 6] {
-    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2]]
-}
 
 /// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -58,6 +58,7 @@ impl GemmVariant {
 macro_rules! gemm_shader {
     ($kernel:literal, $fmt:literal, $variant:literal $(, $part:literal)*) => {
         Shader {
+            lang: crate::gpu::Lang::Wgsl,
             kernel: $kernel,
             variant: $variant,
             source: concat!(
@@ -71,16 +72,11 @@ macro_rules! gemm_shader {
 }
 pub(crate) use gemm_shader;
 
-const SHADERS: [[Shader; 3]; 3] = [
+pub(crate) const SHADERS: [[Shader; 3]; 3] = [
     [gemm_shader!("gemm_bf16", "bf16", "ref"), gemm_shader!("gemm_bf16", "bf16", "gemv", "gemv_core"), gemm_shader!("gemm_bf16", "bf16", "tiled", "tile")],
     [gemm_shader!("gemm_e4m3", "e4m3", "ref"), gemm_shader!("gemm_e4m3", "e4m3", "gemv", "gemv_core"), gemm_shader!("gemm_e4m3", "e4m3", "tiled", "tile")],
     [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv", "gemv_core"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "tile")],
 ];
-
-/// The nine GEMM shaders (format x variant).
-pub fn shaders() -> [Shader; 9] {
-    [SHADERS[0][0], SHADERS[0][1], SHADERS[0][2], SHADERS[1][0], SHADERS[1][1], SHADERS[1][2], SHADERS[2][0], SHADERS[2][1], SHADERS[2][2]]
-}
 
 /// Bytes of one weight row of K elements.
 pub fn row_bytes(fmt: WeightFormat, k: usize) -> usize {

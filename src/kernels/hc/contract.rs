@@ -1,7 +1,5 @@
 //! The mHC family's registrations: the mixes, collapse and expand.
 use crate::contract::Kernel;
-use crate::gpu::Shader;
-use crate::kernels::hc::dispatch;
 use crate::kernels::hc::{mixes_contract, stream_contract};
 
 static STREAM_KERNELS: [stream_contract::StreamKernel; 2] = [stream_contract::StreamKernel { expand: false }, stream_contract::StreamKernel { expand: true }];
@@ -14,7 +12,3 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     k
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<Shader> {
-    vec![dispatch::HC_MIXES, dispatch::HC_COLLAPSE, dispatch::HC_EXPAND]
-}

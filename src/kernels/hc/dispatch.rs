@@ -3,9 +3,9 @@ use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::kernels::dispatch::{bad_shape, grid64, key};
 use crate::kernels::hc::HcParams;
 
-pub(crate) const HC_MIXES: Shader = Shader { kernel: "hc_mixes", variant: "ref", source: include_str!("../../../wgsl/hc/hc_mixes.wgsl") };
-pub(crate) const HC_COLLAPSE: Shader = Shader { kernel: "hc_collapse", variant: "ref", source: include_str!("../../../wgsl/hc/hc_collapse.wgsl") };
-pub(crate) const HC_EXPAND: Shader = Shader { kernel: "hc_expand", variant: "ref", source: include_str!("../../../wgsl/hc/hc_expand.wgsl") };
+pub(crate) const HC_MIXES: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "hc_mixes", variant: "ref", source: include_str!("../../../wgsl/hc/hc_mixes.wgsl") };
+pub(crate) const HC_COLLAPSE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "hc_collapse", variant: "ref", source: include_str!("../../../wgsl/hc/hc_collapse.wgsl") };
+pub(crate) const HC_EXPAND: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "hc_expand", variant: "ref", source: include_str!("../../../wgsl/hc/hc_expand.wgsl") };
 
 /// Largest stream count the mHC kernels take (mix width 24).
 pub const MAX_HC: usize = 4;

@@ -2,7 +2,7 @@
 use crate::kernels::hc::{self, HcParams};
 use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, words, U};
 use crate::kernels::hc::stream_contract::stream_rows;
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use crate::numerics::pow2;
 
@@ -83,8 +83,9 @@ impl Kernel for MixesKernel {
     fn name(&self) -> &'static str {
         "hc_mixes"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::hc::dispatch::HC_MIXES])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 2 } else { 32 };
@@ -138,7 +139,7 @@ impl Kernel for MixesKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = params(case);
         let words = case.rows * p.mix_dim();
         let seg = gpu.alloc(4 * hc::hc_mixes_scratch_words(case.rows, p.hc * case.n, p.mix_dim() + 1) as u64)?;
@@ -155,7 +156,7 @@ impl Kernel for MixesKernel {
             Control::new(7, "double the pre scale"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 128, workgroup_bytes: (128 + 25 + 16) * 4, bindings: 6 }
     }
 }

@@ -1,7 +1,7 @@
 //! Contract registrations of mHC collapse and expand (`case.n` = d, `case.k` = hc | mix columns << 8).
 use crate::kernels::hc;
 use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{pow2, round_bf16};
 
@@ -63,8 +63,9 @@ impl Kernel for StreamKernel {
             "hc_collapse"
         }
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: [&[Variant]; 2] = [&[Variant::new("ref", &[crate::kernels::hc::dispatch::HC_COLLAPSE])], &[Variant::new("ref", &[crate::kernels::hc::dispatch::HC_EXPAND])]];
+        if self.expand { V[1] } else { V[0] }
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 32 };
@@ -137,7 +138,7 @@ impl Kernel for StreamKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, hc, d) = (case.rows, hc_of(case), case.n);
         let bufs = inputs.data.iter().map(|x| gpu.upload(&x.bytes)).collect::<Result<Vec<_>, _>>()?;
         let words = if self.expand { m * hc * d } else { m * d };
@@ -172,7 +173,7 @@ impl Kernel for StreamKernel {
             ] }
         }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: if self.expand { 4 } else { 3 } }
     }
 }

@@ -3,8 +3,8 @@ use super::select_contract as select;
 
 use crate::kernels::indexer;
 use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, run_uploaded, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Recorder, Shader};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{e2m1_to_f32, pow2};
 
 static INDEX_SCORES: IndexScoresKernel = IndexScoresKernel;
@@ -15,10 +15,6 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&INDEX_SCORES, &select::CANDIDATE_MASK, &MASK_SCORES, &select::INDEX_TOPK]
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<Shader> {
-    vec![indexer::INDEX_SCORES, indexer::CANDIDATE_MASK, indexer::MASK_SCORES, indexer::INDEX_TOPK]
-}
 
 /// Relative error of one bf16 rounding (half a bf16 ulp).
 const BF: f64 = 1.0 / 256.0;
@@ -102,8 +98,9 @@ impl Kernel for IndexScoresKernel {
     fn name(&self) -> &'static str {
         "index_scores"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::INDEX_SCORES])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let (r, t) = if quick { (2, 1500) } else { (8, 16384) };
@@ -168,7 +165,7 @@ impl Kernel for IndexScoresKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (heads, dim) = heads_dim(case);
         let (s, t) = (case.rows, case.n);
         run_uploaded(gpu, inputs, &[s * t], |rec, b, y| indexer::record_index_scores(rec, &b[0], &b[1], &b[2], &b[3], &y[0], s, t, heads, dim, control))
@@ -183,7 +180,7 @@ impl Kernel for IndexScoresKernel {
             Control::new(6, "drop head 0's weight"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 1024, bindings: 5 }
     }
 }
@@ -223,8 +220,9 @@ impl Kernel for MaskScoresKernel {
     fn name(&self) -> &'static str {
         "mask_scores"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::MASK_SCORES])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 2 } else { 16 };
@@ -259,7 +257,7 @@ impl Kernel for MaskScoresKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, n) = (case.rows, case.n);
         let (s, k) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
         let y = poisoned(gpu, m * n)?;
@@ -275,7 +273,7 @@ impl Kernel for MaskScoresKernel {
             Control::new(3, "keep where the mask is 0"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 3 }
     }
 }

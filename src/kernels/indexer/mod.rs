@@ -8,14 +8,16 @@ use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
-pub(crate) const INDEX_SCORES: Shader = Shader { kernel: "index_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/index_scores.wgsl") };
-pub(crate) const MASK_SCORES: Shader = Shader { kernel: "mask_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/mask_scores.wgsl") };
+pub(crate) const INDEX_SCORES: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "index_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/index_scores.wgsl") };
+pub(crate) const MASK_SCORES: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "mask_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/mask_scores.wgsl") };
 pub(crate) const INDEX_TOPK: Shader = Shader {
+    lang: crate::gpu::Lang::Wgsl,
     kernel: "index_topk",
     variant: "ref",
     source: concat!(include_str!("../../../wgsl/indexer/index_radix.wgsl"), include_str!("../../../wgsl/indexer/index_topk.wgsl")),
 };
 pub(crate) const CANDIDATE_MASK: Shader = Shader {
+    lang: crate::gpu::Lang::Wgsl,
     kernel: "candidate_mask",
     variant: "ref",
     source: concat!(include_str!("../../../wgsl/indexer/index_radix.wgsl"), include_str!("../../../wgsl/indexer/candidate_mask.wgsl")),

@@ -3,7 +3,7 @@ use crate::kernels::indexer;
 use crate::kernels::util::{f64s, poisoned, read_outputs, words};
 use super::contract::random_scores;
 use crate::kernels::util::{rows_u32, u32s};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 
 pub(super) static CANDIDATE_MASK: CandidateMaskKernel = CandidateMaskKernel;
@@ -44,8 +44,9 @@ impl Kernel for CandidateMaskKernel {
     fn name(&self) -> &'static str {
         "candidate_mask"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::CANDIDATE_MASK])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let (r, n) = if quick { (2, 20000) } else { (8, 65536) };
@@ -97,7 +98,7 @@ impl Kernel for CandidateMaskKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (blocks, block) = blocks_of(case);
         let (m, n) = (case.rows, case.n);
         let (s, vis) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
@@ -116,7 +117,7 @@ impl Kernel for CandidateMaskKernel {
             Control::new(5, "score blocks from the next row"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: RADIX_BYTES, bindings: 3 }
     }
 }
@@ -128,8 +129,9 @@ impl Kernel for IndexTopkKernel {
     fn name(&self) -> &'static str {
         "index_topk"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::INDEX_TOPK])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let (r, n) = if quick { (3, 40000) } else { (8, 65536) };
@@ -178,7 +180,7 @@ impl Kernel for IndexTopkKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, n, k) = (case.rows, case.n, case.k);
         let s = gpu.upload(&inputs.data[0].bytes)?;
         let y = poisoned(gpu, m * k)?;
@@ -196,7 +198,7 @@ impl Kernel for IndexTopkKernel {
             Control::new(5, "keep picks at -inf"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: RADIX_BYTES, bindings: 2 }
     }
 }

@@ -4,11 +4,11 @@ mod twin_tests;
 
 use crate::kernels::ops::contract::{bf16_reference, nearest_on_grid};
 use crate::kernels::util::{f64s, poisoned, read_outputs, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Arg, Gpu, GpuError, PipelineKey, Recorder, Shader};
 use crate::numerics::{act_scale_exp, bf16_from_f32, bf16_to_f32, e2m1_from_f32, e2m1_to_f32, e4m3_from_f32, e4m3_to_f32, math};
 
-pub(crate) const PROBE: Shader = Shader { kernel: "lib", variant: "ref", source: include_str!("../../../wgsl/lib/probe.wgsl") };
+pub(crate) const PROBE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "lib", variant: "ref", source: include_str!("../../../wgsl/lib/probe.wgsl") };
 const ROW: usize = 1024;
 const CONTROLS: &[Control] = &[
     Control::new(1, "round the result to bf16 (formats: truncate)"),
@@ -99,11 +99,15 @@ impl LibFn {
 }
 
 impl Kernel for LibFn {
+    fn in_forward(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         self.name
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::lib::PROBE])];
+        V
     }
     fn cases(&self, _quick: bool) -> Vec<Case> {
         vec![Case::new("2^20 random", ROW, ROW, 0), Case::new("edges", 1, ROW, 0).edge()]
@@ -138,13 +142,13 @@ impl Kernel for LibFn {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         run_probe(gpu, self.id, case.rows * case.n, 1, inputs, control)
     }
     fn controls(&self) -> &'static [Control] {
         CONTROLS
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 2 }
     }
 }
@@ -165,11 +169,15 @@ fn run_probe(gpu: &Gpu, func: u32, n: usize, out_per: usize, inputs: &Inputs, co
 pub struct LibFormats;
 
 impl Kernel for LibFormats {
+    fn in_forward(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "lib_formats"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::lib::PROBE])];
+        V
     }
     fn cases(&self, _quick: bool) -> Vec<Case> {
         vec![Case::new("tie classes", 256, 1024, 0), Case::new("random bits", 256, 1024, 1)]
@@ -230,13 +238,13 @@ impl Kernel for LibFormats {
             })
             .collect()
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         run_probe(gpu, 100, case.rows * case.n, 4, inputs, control)
     }
     fn controls(&self) -> &'static [Control] {
         CONTROLS
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 2 }
     }
 }

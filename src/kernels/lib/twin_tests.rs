@@ -172,7 +172,7 @@ fn wgsl_matches_rust_bits_on_the_default_adapter() {
         eprintln!("no adapter: skipped");
         return;
     };
-    let shader = Shader { kernel: "math_probe", variant: "test", source: GPU_PROBE };
+    let shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "math_probe", variant: "test", source: GPU_PROBE };
     let fs: [Probe; 13] = [
         ("exp2", |a, _| exp2(a), -130.0, 130.0),
         ("exp", |a, _| exp(a), -90.0, 90.0),

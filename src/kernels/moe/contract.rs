@@ -1,8 +1,8 @@
 //! Contract registrations of the MoE family: the router and the join (row gathers and the embedding in moe_rows_contract.rs).
 use crate::kernels::moe::{self, RouteParams, ScoreFunc};
 use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, run_uploaded, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
-use crate::gpu::{Gpu, GpuError, Shader};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::gpu::{Gpu, GpuError};
 use crate::numerics::round_bf16;
 
 static MOE_ROUTE: MoeRouteKernel = MoeRouteKernel;
@@ -13,10 +13,6 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     vec![&MOE_ROUTE, &MOE_JOIN]
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<Shader> {
-    vec![moe::MOE_ROUTE, moe::MOE_JOIN]
-}
 
 /// Router registration: `case.n` experts, `case.k` = picks | func << 8 | temperature << 12 | normalize << 13.
 pub struct MoeRouteKernel;
@@ -116,8 +112,9 @@ impl Kernel for MoeRouteKernel {
     fn name(&self) -> &'static str {
         "moe_route"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::moe::MOE_ROUTE])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 6 } else { 64 };
@@ -172,7 +169,7 @@ impl Kernel for MoeRouteKernel {
         v.extend(f64s(&outputs[1]));
         v
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = route_params(case);
         let (m, e) = (case.rows, case.n);
         run_uploaded(gpu, inputs, &[m * p.k, m * p.k], |rec, b, o| moe::record_moe_route(rec, &b[0], &b[1], &b[2], &b[3], &o[0], &o[1], m, e, &p, control))
@@ -188,7 +185,7 @@ impl Kernel for MoeRouteKernel {
             Control::fusion(7, "softmax probability times recip without mul_rn before the bias add"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 4096 * 2 + 1024 * 2 + 128 + 8, bindings: 6 }
     }
 }
@@ -204,8 +201,9 @@ impl Kernel for MoeJoinKernel {
     fn name(&self) -> &'static str {
         "moe_join"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::moe::MOE_JOIN])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 32 };
@@ -265,7 +263,7 @@ impl Kernel for MoeJoinKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (k, _) = join_dims(case);
         let (m, d) = (case.rows, case.n);
         run_uploaded(gpu, inputs, &[m * d], |rec, b, y| moe::record_moe_join(rec, &b[0], &b[1], &b[2], &b[3], &y[0], m, d, k, control))
@@ -279,7 +277,7 @@ impl Kernel for MoeJoinKernel {
             Control::new(5, "read the next row's packed rows"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 5 }
     }
 }

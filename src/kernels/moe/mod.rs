@@ -7,8 +7,8 @@ use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::{div, sigmoid, softplus, sqrt};
 use crate::numerics::sum::canonical_sum;
 
-pub(crate) const MOE_ROUTE: Shader = Shader { kernel: "moe_route", variant: "ref", source: include_str!("../../../wgsl/moe/moe_route.wgsl") };
-pub(crate) const MOE_JOIN: Shader = Shader { kernel: "moe_join", variant: "ref", source: include_str!("../../../wgsl/moe/moe_join.wgsl") };
+pub(crate) const MOE_ROUTE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "moe_route", variant: "ref", source: include_str!("../../../wgsl/moe/moe_route.wgsl") };
+pub(crate) const MOE_JOIN: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "moe_join", variant: "ref", source: include_str!("../../../wgsl/moe/moe_join.wgsl") };
 
 /// Experts the GPU router takes per row at most.
 pub const ROUTE_MAX_EXPERTS: usize = 1024;

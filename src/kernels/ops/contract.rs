@@ -1,7 +1,7 @@
 //! Contract registrations of act_quant, RMSNorm, SwiGLU and the elementwise ops.
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{e4m3_to_f32, pow2, round_bf16};
 
@@ -68,8 +68,9 @@ impl Kernel for ActQuantKernel {
     fn name(&self) -> &'static str {
         "act_quant"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::ops::ACT_QUANT])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 64 };
@@ -129,7 +130,7 @@ impl Kernel for ActQuantKernel {
         let (q, s) = (f64s(&outputs[0]), f64s(&outputs[1]));
         q.iter().enumerate().map(|(i, v)| v * s.get(i / 32).copied().unwrap_or(f64::NAN)).take(case.rows * case.k).collect()
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, k) = (case.rows, case.k);
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let (q, s) = (poisoned(gpu, m * k)?, poisoned(gpu, m * k / 32)?);
@@ -147,7 +148,7 @@ impl Kernel for ActQuantKernel {
             Control::new(5, "truncate instead of rounding to nearest even"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         fp(256, 1024, 3)
     }
 }
@@ -159,8 +160,9 @@ impl Kernel for RmsNormKernel {
     fn name(&self) -> &'static str {
         "rmsnorm"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::ops::RMSNORM])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 32 };
@@ -204,7 +206,7 @@ impl Kernel for RmsNormKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let p = self.params(case);
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let w = gpu.upload(&inputs.data[1].bytes)?;
@@ -224,7 +226,7 @@ impl Kernel for RmsNormKernel {
             Control::new(6, "double one weight"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         fp(256, 4096 + 1024 + 4, 3)
     }
 }
@@ -244,8 +246,9 @@ impl Kernel for SwigluKernel {
     fn name(&self) -> &'static str {
         "swiglu"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::ops::SWIGLU])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 4 } else { 64 };
@@ -282,7 +285,7 @@ impl Kernel for SwigluKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, f) = (case.rows, case.n);
         let bufs = inputs.data.iter().map(|d| gpu.upload(&d.bytes)).collect::<Result<Vec<_>, _>>()?;
         let a = poisoned(gpu, m * f)?;
@@ -299,7 +302,7 @@ impl Kernel for SwigluKernel {
             Control::new(4, "use the next row's routing weight"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         fp(64, 0, 4)
     }
 }
@@ -308,11 +311,15 @@ impl Kernel for SwigluKernel {
 pub struct ElementwiseKernel(pub Elementwise);
 
 impl Kernel for ElementwiseKernel {
+    fn in_forward(&self) -> bool {
+        self.0 != Elementwise::Add
+    }
     fn name(&self) -> &'static str {
         ops::ELEMENTWISE[self.0 as usize].kernel
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: [&[Variant]; 3] = [&[Variant::new("ref", &[crate::kernels::ops::ELEMENTWISE[0]])], &[Variant::new("ref", &[crate::kernels::ops::ELEMENTWISE[1]])], &[Variant::new("ref", &[crate::kernels::ops::ELEMENTWISE[2]])]];
+        V[self.0 as usize]
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 4 } else { 64 };
@@ -357,7 +364,7 @@ impl Kernel for ElementwiseKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, d) = (case.rows, case.n);
         let a = gpu.upload(&inputs.data[0].bytes)?;
         let b = gpu.upload(&inputs.data[1].bytes)?;
@@ -381,7 +388,7 @@ impl Kernel for ElementwiseKernel {
             ] },
         }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         fp(64, 0, 3)
     }
 }

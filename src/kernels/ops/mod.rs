@@ -9,10 +9,11 @@ use crate::numerics::{act_quant_elem, act_scale_exp, e4m3_to_f32, pow2, round_bf
 
 macro_rules! op_shader {
     ($kernel:literal, $file:literal) => {
-        Shader { kernel: $kernel, variant: "ref", source: include_str!(concat!("../../../wgsl/ops/", $file)) }
+        Shader { lang: crate::gpu::Lang::Wgsl, kernel: $kernel, variant: "ref", source: include_str!(concat!("../../../wgsl/ops/", $file)) }
     };
     ($kernel:literal, $file:literal, rows) => {
         Shader {
+            lang: crate::gpu::Lang::Wgsl,
             kernel: $kernel,
             variant: "ref",
             source: concat!(include_str!("../../../wgsl/ops/row_reduce.wgsl"), include_str!(concat!("../../../wgsl/ops/", $file))),
@@ -25,6 +26,7 @@ pub(crate) const RMSNORM: Shader = op_shader!("rmsnorm", "rmsnorm.wgsl", rows);
 pub(crate) const SWIGLU: Shader = op_shader!("swiglu", "swiglu.wgsl");
 pub(crate) const SOFTMAX: Shader = op_shader!("softmax", "softmax.wgsl", rows);
 pub(crate) const SELECT: Shader = op_shader!("topk", "select.wgsl");
+pub(crate) const ARGMAX: Shader = Shader { kernel: "argmax", ..SELECT };
 
 /// Elementwise ops sharing one shader (override OP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +163,7 @@ pub fn softmax(x: &[f32], d: usize, scale: f32) -> Vec<f32> {
 
 /// Records top-k of each row of x [m, d] (k = 1 is argmax): indices and values, best first, ties to the lower index.
 pub fn record_topk(rec: &mut Recorder, x: &Buf, idx: &Buf, val: &Buf, m: usize, d: usize, k: usize, control: u32) -> Result<(), GpuError> {
-    let shader = if k == 1 { Shader { kernel: "argmax", ..SELECT } } else { SELECT };
+    let shader = if k == 1 { ARGMAX } else { SELECT };
     let params = [m as u32, d as u32, k.min(d) as u32];
     rec.dispatch(&key(shader, control, &[]), &params, &[Arg::Whole(x), Arg::Whole(idx), Arg::Whole(val)], [m as u32, 1, 1])
 }

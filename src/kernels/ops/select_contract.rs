@@ -1,7 +1,7 @@
 //! Contract registrations of softmax, argmax and top-k.
 use crate::kernels::ops;
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::round_bf16;
 
@@ -13,11 +13,15 @@ fn scale_of(case: &Case) -> f32 {
 }
 
 impl Kernel for SoftmaxKernel {
+    fn in_forward(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         "softmax"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::ops::SOFTMAX])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 64 };
@@ -67,7 +71,7 @@ impl Kernel for SoftmaxKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, d) = (case.rows, case.n);
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let y = poisoned(gpu, m * d)?;
@@ -85,7 +89,7 @@ impl Kernel for SoftmaxKernel {
             Control::new(5, "leave one output unwritten"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 4096 + 1024 + 4, bindings: 2 }
     }
 }
@@ -97,11 +101,15 @@ pub struct SelectKernel {
 }
 
 impl Kernel for SelectKernel {
+    fn in_forward(&self) -> bool {
+        false
+    }
     fn name(&self) -> &'static str {
         self.name
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: [&[Variant]; 2] = [&[Variant::new("ref", &[crate::kernels::ops::ARGMAX])], &[Variant::new("ref", &[crate::kernels::ops::SELECT])]];
+        if self.argmax { V[0] } else { V[1] }
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 2 } else { 16 };
@@ -156,7 +164,7 @@ impl Kernel for SelectKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         outputs[0].iter().map(|&i| f64::from(i)).collect()
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, d, k) = (case.rows, case.n, case.k);
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let (idx, val) = (poisoned(gpu, m * k)?, poisoned(gpu, m * k)?);
@@ -173,7 +181,7 @@ impl Kernel for SelectKernel {
             Control::new(4, "select from the next row"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: 2048, bindings: 3 }
     }
 }

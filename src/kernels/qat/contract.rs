@@ -2,7 +2,7 @@
 use crate::kernels::ops::contract::nearest_on_grid;
 use crate::kernels::qat::{self, Qat};
 use crate::kernels::util::{f64s, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{e4m3_to_f32, pow2};
 
@@ -50,8 +50,9 @@ impl Kernel for QatKernel {
     fn name(&self) -> &'static str {
         qat::QAT[self.0 as usize].kernel
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: [&[Variant]; 3] = [&[Variant::new("ref", &[crate::kernels::qat::QAT[0]])], &[Variant::new("ref", &[crate::kernels::qat::QAT[1]])], &[Variant::new("ref", &[crate::kernels::qat::QAT[2]])]];
+        V[self.0 as usize]
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 4 } else { 64 };
@@ -142,7 +143,7 @@ impl Kernel for QatKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, n) = (case.rows, case.n);
         let x = gpu.upload(&inputs.data[0].bytes)?;
         let y = poisoned(gpu, m * n)?;
@@ -160,7 +161,7 @@ impl Kernel for QatKernel {
             Control::new(5, "truncate instead of rounding to nearest even"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 2 }
     }
 }
@@ -172,7 +173,3 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     QAT_KERNELS.iter().map(|q| q as &dyn Kernel).collect()
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<crate::gpu::Shader> {
-    qat::QAT.to_vec()
-}

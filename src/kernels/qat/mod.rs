@@ -29,9 +29,9 @@ impl Qat {
 }
 
 pub(crate) const QAT: [Shader; 3] = [
-    Shader { kernel: "qat_fp8", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
-    Shader { kernel: "qat_fp4_rows", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
-    Shader { kernel: "qat_fp4_index", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
+    Shader { lang: crate::gpu::Lang::Wgsl, kernel: "qat_fp8", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
+    Shader { lang: crate::gpu::Lang::Wgsl, kernel: "qat_fp4_rows", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
+    Shader { lang: crate::gpu::Lang::Wgsl, kernel: "qat_fp4_index", variant: "ref", source: include_str!("../../../wgsl/qat/qat.wgsl") },
 ];
 
 /// Records the `kind` round trip of x [rows, n] into y [rows, n] (n a multiple of the block; bf16-exact values).

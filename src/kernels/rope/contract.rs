@@ -3,7 +3,7 @@ use crate::kernels::ops::contract::bf16_reference;
 use crate::kernels::rope::{self, table_row};
 use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, words};
 use crate::kernels::hc::stream_contract::BF16_HALF;
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::pow2;
 
@@ -28,8 +28,9 @@ impl Kernel for RopeKernel {
             "rope"
         }
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: [&[Variant]; 2] = [&[Variant::new("ref", &[crate::kernels::rope::ROPE])], &[Variant::new("ref", &[crate::kernels::rope::ROPE_INVERSE])]];
+        if self.inverse { V[1] } else { V[0] }
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 2 } else { 32 };
@@ -97,7 +98,7 @@ impl Kernel for RopeKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (heads, hd, rd) = dims(case);
         let n = case.rows * heads * hd;
         let x = gpu.upload(&inputs.data[0].bytes)?;
@@ -117,7 +118,7 @@ impl Kernel for RopeKernel {
             Control::new(5, "skip the bf16 rounding"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 3 }
     }
 }
@@ -155,7 +156,3 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
     ROPE_KERNELS.iter().map(|r| r as &dyn Kernel).collect()
 }
 
-/// This family's WGSL sources.
-pub fn shaders() -> Vec<crate::gpu::Shader> {
-    vec![rope::ROPE, rope::ROPE_INVERSE]
-}

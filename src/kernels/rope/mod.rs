@@ -6,8 +6,8 @@ use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
 
-pub(crate) const ROPE: Shader = Shader { kernel: "rope", variant: "ref", source: include_str!("../../../wgsl/rope/rope.wgsl") };
-pub(crate) const ROPE_INVERSE: Shader = Shader { kernel: "rope_inverse", variant: "ref", source: include_str!("../../../wgsl/rope/rope.wgsl") };
+pub(crate) const ROPE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "rope", variant: "ref", source: include_str!("../../../wgsl/rope/rope.wgsl") };
+pub(crate) const ROPE_INVERSE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "rope_inverse", variant: "ref", source: include_str!("../../../wgsl/rope/rope.wgsl") };
 
 /// Records RoPE of x [rows, heads*head_dim] by cs [rows, rd] (cos rd/2 then sin rd/2, row i for row i) into y [rows, heads*head_dim] (bf16 values).
 #[allow(clippy::too_many_arguments)]

@@ -1,6 +1,6 @@
 //! Contract registrations of the row gathers: the embedding (bf16 rows by token id) and gather_rows (f32 rows by an index list).
 use crate::kernels::util::{rows_u32, u32s};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::kernels::rows;
 use crate::kernels::util::{f64s, poisoned, read_outputs, words};
@@ -20,10 +20,6 @@ pub fn copy_kernels() -> Vec<&'static dyn Kernel> {
     vec![&COPY_ROWS]
 }
 
-/// The row family's WGSL sources.
-pub fn shaders() -> Vec<crate::gpu::Shader> {
-    vec![rows::EMBED, rows::GATHER_ROWS, rows::COPY_ROWS]
-}
 
 /// Embedding registration: `case.n` = d, `case.k` = vocabulary rows.
 pub struct EmbedKernel;
@@ -45,8 +41,9 @@ impl Kernel for EmbedKernel {
     fn name(&self) -> &'static str {
         "embed"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::rows::EMBED])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 3 } else { 64 };
@@ -85,7 +82,7 @@ impl Kernel for EmbedKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, d) = (case.rows, case.n);
         let (table, ids) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
         let y = poisoned(gpu, m * d)?;
@@ -101,7 +98,7 @@ impl Kernel for EmbedKernel {
             Control::new(3, "leave the last output unwritten"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 3 }
     }
 }
@@ -113,8 +110,9 @@ impl Kernel for GatherRowsKernel {
     fn name(&self) -> &'static str {
         "gather_rows"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::rows::GATHER_ROWS])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 4 } else { 64 };
@@ -149,7 +147,7 @@ impl Kernel for GatherRowsKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (p, c) = (case.rows, case.n);
         let (src, idx) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
         let y = poisoned(gpu, p * c)?;
@@ -165,7 +163,7 @@ impl Kernel for GatherRowsKernel {
             Control::new(3, "use the next packed row's index"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 3 }
     }
 }

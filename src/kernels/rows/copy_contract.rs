@@ -1,5 +1,5 @@
 //! Contract registration of the row copy (slices, stream repeat, cache appends and window-ring writes).
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, POISON};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, POISON, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::kernels::rows;
 use crate::kernels::util::{f64s, read_outputs};
@@ -48,8 +48,9 @@ impl Kernel for CopyRowsKernel {
     fn name(&self) -> &'static str {
         "copy_rows"
     }
-    fn variants(&self) -> &'static [&'static str] {
-        &["ref"]
+    fn variants(&self) -> &'static [Variant] {
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::rows::COPY_ROWS])];
+        V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         vec![
@@ -95,7 +96,7 @@ impl Kernel for CopyRowsKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &str, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let sh = copy_shape(case);
         let (src, dst) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
         let mut rec = Recorder::new(gpu);
@@ -111,7 +112,7 @@ impl Kernel for CopyRowsKernel {
             Control::new(4, "skip the last repeat"),
         ] }
     }
-    fn footprint(&self, _variant: &str) -> Footprint {
+    fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 2 }
     }
     fn row_invariant(&self) -> bool {

@@ -6,8 +6,8 @@ use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 use crate::kernels::dispatch::{grid64, key};
 use crate::numerics::bf16_to_f32;
 
-pub(crate) const EMBED: Shader = Shader { kernel: "embed", variant: "ref", source: include_str!("../../../wgsl/rows/embed.wgsl") };
-pub(crate) const GATHER_ROWS: Shader = Shader { kernel: "gather_rows", variant: "ref", source: include_str!("../../../wgsl/rows/gather_rows.wgsl") };
+pub(crate) const EMBED: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "embed", variant: "ref", source: include_str!("../../../wgsl/rows/embed.wgsl") };
+pub(crate) const GATHER_ROWS: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "gather_rows", variant: "ref", source: include_str!("../../../wgsl/rows/gather_rows.wgsl") };
 
 /// Records the embedding gather: table [v, d] bf16 (row-major little-endian, as in the checkpoint), ids [m] u32 (< v) -> y [m, d] f32.
 #[allow(clippy::too_many_arguments)]
@@ -36,7 +36,7 @@ pub fn gather_rows(src: &[f32], c: usize, idx: &[u32]) -> Vec<f32> {
 }
 
 /// The row copy kernel (a thread per destination word).
-pub(crate) const COPY_ROWS: Shader = Shader { kernel: "copy_rows", variant: "ref", source: include_str!("../../../wgsl/rows/copy_rows.wgsl") };
+pub(crate) const COPY_ROWS: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "copy_rows", variant: "ref", source: include_str!("../../../wgsl/rows/copy_rows.wgsl") };
 
 /// Records an exact row copy of 32-bit words: src row `src_row0 + i` ([_, cols]) to dst row `dst_row0 + i`, or to ring slot `(dst_row0 + i) mod ring` when `ring > 0` (of rows beyond the ring only the last `ring` are written, as a sequential ring_write leaves them), each dst row [repeat*cols] holding `repeat` copies; slice_rows (src_row0 = start), hc_repeat (repeat = hc), append_rows (dst_row0 = cache rows), ring_write (dst_row0 = start, ring = window).
 #[allow(clippy::too_many_arguments)]

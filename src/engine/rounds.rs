@@ -1,0 +1,151 @@
+//! The engine: one executor, the loaded model and any number of sequences; a round runs the rows of several sequences through one forward.
+use crate::exec::{ExecError, Executor};
+use crate::model::forward::{forward_batch, ForwardError, LogitRows, Model, SeqInput};
+use crate::model::taps::Taps;
+use crate::model::SeqState;
+
+/// A sequence of an engine (stable while the sequence lives; not reused after `remove`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SeqId(usize);
+
+/// One span of a sequence's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Span<'a> {
+    /// Text token ids.
+    Tokens(&'a [u32]),
+}
+
+/// One sequence's part of a round: its input spans (a prompt chunk or a decode token) and which of its rows get logits.
+#[derive(Clone, Copy, Debug)]
+pub struct Work<'a> {
+    /// The sequence.
+    pub seq: SeqId,
+    /// Its input this round, at positions `pos..`.
+    pub input: &'a [Span<'a>],
+    /// Which of its rows get logits.
+    pub rows: LogitRows,
+}
+
+/// Why an engine call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The sequence is not (or no longer) in the engine.
+    #[error("no sequence {0:?} in the engine")]
+    Unknown(SeqId),
+    /// A round named one sequence twice.
+    #[error("sequence {0:?} appears twice in one round")]
+    Twice(SeqId),
+    /// The forward failed.
+    #[error(transparent)]
+    Forward(#[from] ForwardError),
+    /// An op outside the forward failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+}
+
+/// One executor serving many sequences of one model.
+pub struct Engine<'m, 'c, E: Executor> {
+    /// The executor.
+    pub ex: E,
+    /// The model.
+    pub model: &'m Model<'c>,
+    /// Sequence states by id; `None` once removed.
+    seqs: Vec<Option<SeqState<E::Tensor>>>,
+}
+
+impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
+    /// An engine with no sequences.
+    pub fn new(ex: E, model: &'m Model<'c>) -> Self {
+        Engine { ex, model, seqs: Vec::new() }
+    }
+
+    /// A fresh sequence at position 0.
+    pub fn add(&mut self) -> Result<SeqId, ExecError> {
+        let st = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        self.seqs.push(Some(st));
+        Ok(SeqId(self.seqs.len() - 1))
+    }
+
+    /// A new sequence whose state is a copy of `id`'s on the device: the two continue independently.
+    pub fn fork(&mut self, id: SeqId) -> Result<SeqId, EngineError> {
+        let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+        let copy = st.copy(&mut self.ex)?;
+        self.seqs.push(Some(copy));
+        Ok(SeqId(self.seqs.len() - 1))
+    }
+
+    /// Removes a sequence, freeing its state.
+    pub fn remove(&mut self, id: SeqId) -> Result<(), EngineError> {
+        self.seqs.get_mut(id.0).and_then(Option::take).map(|_| ()).ok_or(EngineError::Unknown(id))
+    }
+
+    /// Restarts `id` at position 0 with a fresh state.
+    pub fn reset(&mut self, id: SeqId) -> Result<(), EngineError> {
+        let fresh = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        *self.state_mut(id)? = fresh;
+        Ok(())
+    }
+
+    /// The state of `id`.
+    pub fn state(&self, id: SeqId) -> Result<&SeqState<E::Tensor>, EngineError> {
+        self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))
+    }
+
+    fn state_mut(&mut self, id: SeqId) -> Result<&mut SeqState<E::Tensor>, EngineError> {
+        self.seqs.get_mut(id.0).and_then(Option::as_mut).ok_or(EngineError::Unknown(id))
+    }
+
+    /// The next position of `id` (tokens consumed so far).
+    pub fn pos(&self, id: SeqId) -> Result<usize, EngineError> {
+        Ok(self.state(id)?.pos)
+    }
+
+    /// The state of `id` as bytes (`SeqState::to_bytes`): equal bytes, equal state.
+    pub fn state_bytes(&mut self, id: SeqId) -> Result<Vec<u8>, EngineError> {
+        let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+        Ok(st.to_bytes(&mut self.ex)?)
+    }
+
+    /// The live sequences, oldest first.
+    pub fn seqs(&self) -> Vec<SeqId> {
+        (0..self.seqs.len()).filter(|&i| self.seqs[i].is_some()).map(SeqId).collect()
+    }
+
+    /// Runs one round: every work item's input through one forward (sequences in work order); returns each item's logits `[rows, vocab]` (f32).
+    pub fn round(&mut self, work: &[Work<'_>], taps: &mut Taps<f32>) -> Result<Vec<E::Tensor>, EngineError> {
+        let mut taken: Vec<SeqState<E::Tensor>> = Vec::with_capacity(work.len());
+        let mut tokens: Vec<Vec<u32>> = Vec::with_capacity(work.len());
+        let mut err = None;
+        for w in work {
+            match self.seqs.get_mut(w.seq.0).and_then(Option::take) {
+                Some(st) => taken.push(st),
+                None => {
+                    err = Some(if work.iter().filter(|x| x.seq == w.seq).count() > 1 { EngineError::Twice(w.seq) } else { EngineError::Unknown(w.seq) });
+                    break;
+                }
+            }
+            tokens.push(w.input.iter().flat_map(|s| match s {
+                Span::Tokens(t) => t.iter().copied(),
+            }).collect());
+        }
+        let result = match err {
+            Some(e) => Err(e),
+            None => {
+                let mut inputs: Vec<SeqInput<'_, E::Tensor>> = taken.iter_mut().zip(&tokens).zip(work).map(|((state, t), w)| SeqInput { state, tokens: t, rows: w.rows }).collect();
+                forward_batch(&mut self.ex, self.model, &mut inputs, taps).map_err(EngineError::from)
+            }
+        };
+        for (w, st) in work.iter().zip(taken) {
+            self.seqs[w.seq.0] = Some(st);
+        }
+        result
+    }
+
+    /// Runs `tokens` of `id` as a round of its own; returns the logits of `rows`, row-major.
+    pub fn run(&mut self, id: SeqId, tokens: &[u32], rows: LogitRows, taps: &mut Taps<f32>) -> Result<Vec<f32>, EngineError> {
+        let input = [Span::Tokens(tokens)];
+        let mut logits = self.round(&[Work { seq: id, input: &input, rows }], taps)?;
+        let l = logits.pop().ok_or(EngineError::Forward(ForwardError::Input("the round returned no logits".into())))?;
+        Ok(self.ex.read(&l)?)
+    }
+}
