@@ -125,11 +125,36 @@ fn each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
     }
 }
 
+/// Built-ins MSL sources must not call (rule N5 and hardware-ordered reductions), as written in source text.
+const MSL_BANNED: &[&str] = &["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "fast::", "dot("];
+
+/// The banned built-ins in one MSL source, outside `//` comments (the numerics library's `ls_` functions are allowed).
+fn msl_banned(text: &str) -> Vec<&'static str> {
+    MSL_BANNED.iter().copied().filter(|bad| text.lines().any(|l| {
+        let code = l.split("//").next().unwrap_or("");
+        code.contains(bad) && !code.contains(&format!("ls_{bad}"))
+    })).collect()
+}
+
+/// Every `.metal` file under `dir` with the banned built-ins it calls; an error when `dir` is absent, so a missing folder is never a silent pass.
+fn lint_msl_dir(dir: &Path) -> Result<Vec<String>, String> {
+    if !dir.is_dir() {
+        return Err(format!("{} does not exist", dir.display()));
+    }
+    let mut found = Vec::new();
+    each_file(dir, &mut |p| {
+        if p.extension().and_then(|e| e.to_str()) == Some("metal") {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            found.extend(msl_banned(&text).into_iter().map(|b| format!("{} uses {b}", p.display())));
+        }
+    });
+    Ok(found)
+}
+
 #[test]
-fn no_source_file_exceeds_600_lines_and_msl_has_no_banned_builtins() {
+fn no_source_file_exceeds_600_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut long = Vec::new();
-    let mut msl = Vec::new();
     for d in ["src", "wgsl", "msl", "tests", "benches", "scripts"] {
         each_file(&root.join(d), &mut |p| {
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -140,15 +165,37 @@ fn no_source_file_exceeds_600_lines_and_msl_has_no_banned_builtins() {
             if text.lines().count() > 600 {
                 long.push(p.display().to_string());
             }
-            if ext == "metal" {
-                for bad in ["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "fast::", "dot("] {
-                    if text.lines().any(|l| !l.trim_start().starts_with("//") && l.contains(bad) && !l.contains(&format!("ls_{bad}"))) {
-                        msl.push(format!("{} uses {bad}", p.display()));
-                    }
-                }
-            }
         });
     }
     assert!(long.is_empty(), "files over 600 lines: {long:?}");
-    assert!(msl.is_empty(), "{msl:?}");
+}
+
+#[test]
+fn msl_sources_have_no_banned_builtins_and_an_absent_msl_folder_means_no_msl_variant() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let msl_variants: Vec<String> = lockstep::kernels::registry::variants()
+        .into_iter()
+        .filter(|(_, v)| v.lang() == lockstep::gpu::Lang::Msl)
+        .map(|(k, v)| format!("{k}/{}", v.name))
+        .collect();
+    match lint_msl_dir(&root.join("msl")) {
+        Ok(found) => assert!(found.is_empty(), "{found:?}"),
+        Err(absent) => {
+            assert!(msl_variants.is_empty(), "{absent}, yet MSL variants are registered: {msl_variants:?}");
+            eprintln!("{absent}: no MSL variant is registered, so there is no MSL source to lint");
+        }
+    }
+}
+
+#[test]
+fn the_msl_lint_catches_a_planted_banned_builtin_and_refuses_an_absent_folder() {
+    let dir = std::env::temp_dir().join(format!("lockstep-msl-lint-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("attention")).expect("temp dir");
+    std::fs::write(dir.join("clean.metal"), "// exp( in a comment is fine\nfloat f(float x) { return ls_exp(x); }\n").expect("write");
+    assert_eq!(lint_msl_dir(&dir), Ok(vec![]), "a clean source passes");
+    std::fs::write(dir.join("attention/planted.metal"), "float f(float x) { return exp(x) + simd_sum(x); }\n").expect("write");
+    let found = lint_msl_dir(&dir).expect("the folder exists");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(found.iter().any(|f| f.ends_with("planted.metal uses exp(")) && found.iter().any(|f| f.ends_with("uses simd_sum")), "the planted built-ins are caught: {found:?}");
+    assert!(lint_msl_dir(&dir).is_err(), "an absent folder is an error, not a pass");
 }

@@ -1,6 +1,6 @@
 //! Config acceptance: the release layer plan is spec 1.4, the tiny plan covers spec 1.6, YaRN and engram primes are pinned, bad configs are rejected by name.
 use lockstep::model::config::{Config, RELEASE_CONFIG_JSON, TINY_CONFIG_JSON};
-use lockstep::model::engram_layout::engram_primes;
+use lockstep::model::config::engram_layout::engram_primes;
 use lockstep::model::rope::{rope_inv_freq, yarn_band};
 use lockstep::model::{expected_tensors, Dtype, LayerMode, LayerPlan, RopeTable};
 

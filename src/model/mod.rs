@@ -2,7 +2,7 @@
 pub mod checkpoint;
 pub mod config;
 pub use config::preset;
-pub mod engram_layout;
+
 pub mod forward;
 pub mod plan;
 pub mod reference;

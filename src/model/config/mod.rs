@@ -1,4 +1,5 @@
 //! Model configuration read from either config.json layout: nested HF (`text_config` folded over the top level) or flat `inference/config.json`.
+pub mod engram_layout;
 pub mod preset;
 mod validate;
 

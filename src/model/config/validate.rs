@@ -1,6 +1,6 @@
 //! Config validation: block divisibility, the CSA2 source graph, engram, DSpark and vision consistency.
 use crate::model::config::{invalid, Config, ConfigError};
-use crate::model::engram_layout::engram_primes;
+use crate::model::config::engram_layout::engram_primes;
 
 /// The weight and activation quantization block.
 const BLOCK: usize = 32;

@@ -2,7 +2,7 @@
 use super::ForwardError;
 use crate::exec::{EngramGate, HcParams, HcSite, RouteParams, ScoreFunc};
 use crate::kernels::rope::table_row;
-use crate::model::engram_layout::engram_primes;
+use crate::model::config::engram_layout::engram_primes;
 use crate::weights::Checkpoint;
 use crate::model::{Config, LayerPlan, RopeTable, ScoringFunc};
 use crate::text::{hash_multipliers, LayerHash, NgramHasher, TokenMap};

@@ -14,7 +14,7 @@ pub use state::{LayerState, State};
 
 use crate::model::{CheckpointError, Config, Dtype, LayerMode, LayerPlan};
 use crate::weights::Checkpoint;
-use crate::model::engram_layout::engram_primes;
+use crate::model::config::engram_layout::engram_primes;
 use crate::text::{hash_multipliers, EngramHashError, LayerHash, NgramHasher, TokenMap};
 use attention::Attention;
 use engram::Engram;

@@ -1,6 +1,7 @@
 //! The tiny checkpoint generator: seeded random weights, quantized to the release formats, written as byte-deterministic safetensors shards.
 mod fill;
 
+use crate::weights::progress::Progress;
 use crate::weights::INDEX_FILE;
 use crate::model::config::{Config, ConfigError, TINY_CONFIG_JSON};
 use crate::model::checkpoint::quantize::{quantize_fp4, quantize_fp8_blocks, quantize_fp8_rows};
@@ -67,10 +68,11 @@ pub fn write_checkpoint(dir: &Path, seed: u64, config_json: &str) -> Result<Tiny
     let mut weight_map = serde_json::Map::new();
     let mut index_order = BTreeMap::new();
     let mut total = 0u64;
+    let progress = Progress::new("writing checkpoint", specs.iter().map(TensorSpec::byte_len).sum());
     for (i, shard) in shards.iter().enumerate() {
         let name = format!("model-{:05}-of-{:05}.safetensors", i + 1, n_shards);
         let path = dir.join(&name);
-        total += write_shard(&path, shard, seed).map_err(io(&path))?;
+        total += write_shard(&path, shard, seed, &progress).map_err(io(&path))?;
         for t in shard.keys() {
             index_order.insert(t.clone(), name.clone());
         }
@@ -84,6 +86,7 @@ pub fn write_checkpoint(dir: &Path, seed: u64, config_json: &str) -> Result<Tiny
     let text = serde_json::to_string_pretty(&index).unwrap_or_default() + "\n";
     std::fs::write(&index_path, text).map_err(io(&index_path))?;
     files.insert(1, index_path);
+    progress.finish();
     Ok(TinySummary { files, tensors: specs.len(), bytes: total })
 }
 
@@ -99,7 +102,7 @@ fn shard_of(name: &str) -> usize {
 }
 
 /// Streams one shard: header, then each tensor in name order, written by a second thread while the next tensor is generated; returns the payload bytes.
-fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64) -> std::io::Result<u64> {
+fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, progress: &Progress) -> std::io::Result<u64> {
     let list: Vec<(&str, Dtype, &[usize])> = tensors.values().map(|s| (s.name.as_str(), s.dtype, s.shape.as_slice())).collect();
     let (header, _) = header_bytes(&list);
     let file = std::fs::File::create(path)?;
@@ -110,6 +113,7 @@ fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64) 
             w.write_all(&header)?;
             for bytes in rx {
                 w.write_all(&bytes)?;
+                progress.advance(bytes.len() as u64);
             }
             w.flush()
         });
