@@ -1,6 +1,6 @@
 //! Runs gates 1-4 and the planted controls for every registered kernel on one device (or the CPU oracle).
 use super::report::{KernelLine, Summary};
-use super::{probe_fusion, Case, Inputs, Kernel, Outputs, Rng, Variant};
+use super::{probe_edges, probe_fusion, Case, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
@@ -120,6 +120,10 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
         None => None,
     };
     let mut summary = Summary::new(gpu, seed, fusion.as_ref());
+    summary.edges = match gpu {
+        Some(g) => probe_edges(g)?.to_string(),
+        None => "n/a".to_string(),
+    };
     let mut hasher = Sha256::new();
     for &k in kernels {
         if let Some(p) = &opts.only {

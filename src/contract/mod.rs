@@ -1,10 +1,12 @@
 //! The kernel contract (design/kernel-contract.md): registrations, gates 1-4, planted controls, limits, SUMMARY.
+mod edge_probe;
 mod gates;
 mod probe;
 mod report;
 mod rng;
 
 pub use gates::{run_contract, ContractOptions};
+pub use edge_probe::{probe_edges, EdgeProbe, EDGE_SHADER};
 pub use probe::{fusion_inputs, probe_fusion, FusionProbe, PROBE_SHADER};
 pub use report::Summary;
 

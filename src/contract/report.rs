@@ -76,6 +76,8 @@ pub struct Summary {
     pub device: String,
     pub seed: u64,
     pub fusion: String,
+    /// The edge probe's line (`EdgeProbe`), or `n/a` on the CPU oracle.
+    pub edges: String,
     pub lines: Vec<KernelLine>,
     pub hash: Option<String>,
 }
@@ -87,7 +89,7 @@ impl Summary {
             None => ("cpu".to_string(), "CPU oracle".to_string()),
         };
         let fusion = fusion.map_or("n/a".to_string(), |p| p.to_string());
-        Summary { backend, device, seed, fusion, lines: Vec::new(), hash: None }
+        Summary { backend, device, seed, fusion, edges: "n/a".to_string(), lines: Vec::new(), hash: None }
     }
 
     pub(crate) fn push(&mut self, line: KernelLine) {
@@ -136,7 +138,7 @@ impl fmt::Display for Summary {
         let control_ms: f64 = self.lines.iter().map(|l| l.control_ms).sum();
         write!(
             f,
-            "SUMMARY backend={} device={:?} kernels={} variants={}: {} pass {}, {} fail; controls={}: {} red as planted, {} missed, {} n/a; limit problems={}; fusion: {}; seed={:#x}; gates {:.0} ms, controls {:.0} ms",
+            "SUMMARY backend={} device={:?} kernels={} variants={}: {} pass {}, {} fail; controls={}: {} red as planted, {} missed, {} n/a; limit problems={}; fusion: {}; edges: {}; seed={:#x}; gates {:.0} ms, controls {:.0} ms",
             self.backend,
             self.device,
             self.kernel_count(),
@@ -150,6 +152,7 @@ impl fmt::Display for Summary {
             na,
             limits,
             self.fusion,
+            self.edges,
             self.seed,
             gate_ms,
             control_ms

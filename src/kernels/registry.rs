@@ -17,8 +17,8 @@ static SOFTMAX: select_contract::SoftmaxKernel = select_contract::SoftmaxKernel;
 static ARGMAX: select_contract::SelectKernel = select_contract::SelectKernel { name: "argmax", argmax: true };
 static TOPK: select_contract::SelectKernel = select_contract::SelectKernel { name: "topk", argmax: false };
 
-/// Sources that measure the device rather than compute an op: the contract's fusion probe and the benchmarks' bandwidth instrument.
-pub const INSTRUMENTS: [Shader; 2] = [crate::contract::PROBE_SHADER, crate::kernels::ceiling::STREAM];
+/// Sources that measure the device rather than compute an op: the contract's fusion and edge probes and the benchmarks' bandwidth instrument.
+pub const INSTRUMENTS: [Shader; 3] = [crate::contract::PROBE_SHADER, crate::contract::EDGE_SHADER, crate::kernels::ceiling::STREAM];
 
 /// Every registered kernel, in contract order.
 pub fn registry() -> Vec<&'static dyn Kernel> {
