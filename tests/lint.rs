@@ -1,4 +1,4 @@
-//! Lint: no banned built-ins in any shader (rule N5), checked on naga's IR with types; no source file over 600 lines.
+//! Lint: no banned built-ins, float division or NaN self-comparison in any shader (rules N5, N7), checked on naga's IR with types; MSL sources by text; no source file over 600 lines.
 use lockstep::gpu::WGSL_LIB;
 use std::path::Path;
 use wgpu::naga::{self, BinaryOperator, Expression, MathFunction, ScalarKind, Statement, SubgroupOperation, TypeInner};
@@ -60,6 +60,11 @@ fn walk_block(block: &naga::Block, out: &mut Vec<String>) {
     }
 }
 
+/// Whether two expressions are one value: the same handle, or loads of the same pointer.
+fn same_value(f: &naga::Function, a: naga::Handle<Expression>, b: naga::Handle<Expression>) -> bool {
+    a == b || matches!((&f.expressions[a], &f.expressions[b]), (Expression::Load { pointer: p }, Expression::Load { pointer: q }) if p == q)
+}
+
 /// Banned operations in one WGSL module (the library prepended), found on the validated IR.
 fn banned_in(source: &str) -> Result<Vec<String>, String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
@@ -73,6 +78,9 @@ fn banned_in(source: &str) -> Result<Vec<String>, String> {
                 Expression::Math { fun, .. } if BANNED_MATH.contains(fun) => out.push(format!("{fun:?} in {:?}", f.name)),
                 Expression::Binary { op: BinaryOperator::Divide | BinaryOperator::Modulo, .. } if is_float(fi[h].ty.inner_with(&module.types)) => {
                     out.push(format!("float division in {:?}", f.name))
+                }
+                Expression::Binary { op: BinaryOperator::Equal | BinaryOperator::NotEqual, left, right } if is_float(fi[*left].ty.inner_with(&module.types)) && same_value(f, *left, *right) => {
+                    out.push(format!("a NaN test by self-comparison in {:?} (compilers fold it; test the bits)", f.name))
                 }
                 _ => {}
             }
@@ -106,6 +114,8 @@ fn the_lint_catches_planted_banned_operations() {
         "fn f(x: f32, y: f32) -> f32 { return x / y; }",
         "fn f(x: vec2<f32>) -> f32 { return dot(x, x); }",
         "fn f(x: f32) -> f32 { return inverseSqrt(x); }",
+        "fn f(x: f32) -> bool { return x != x; }",
+        "fn f(y: f32) -> bool { var x = y; return x == x; }",
     ];
     for p in planted {
         assert!(!banned_in(&format!("{WGSL_LIB}{p}")).unwrap().is_empty(), "missed: {p}");
