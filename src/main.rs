@@ -37,6 +37,8 @@ enum Command {
     Run(lockstep::cli::run::RunArgs),
     /// Run two executors on the same tokens with taps and name the first stage whose bits differ.
     Diff(lockstep::cli::diff::DiffArgs),
+    /// What a checkpoint or a config holds: shape, layer roles, tensors by dtype, resident and host bytes, state per lane.
+    Inspect(lockstep::cli::inspect::InspectArgs),
     /// Write a tiny random checkpoint (spec 1.6, or --config) and copy the tokenizer next to it.
     MakeTiny {
         /// Directory to write.
@@ -126,6 +128,9 @@ fn main() -> Result<()> {
         }
         Command::Diff(args) => {
             lockstep::cli::diff::run(&args, &mut std::io::stdout())?;
+        }
+        Command::Inspect(args) => {
+            lockstep::cli::inspect::run(&args, &mut std::io::stdout())?;
         }
         Command::MakeTiny { dir, seed, config: _, preset: Some(p), layers } => {
             let json = lockstep::model::preset::preset_config_json(p.parse()?, layers)?;

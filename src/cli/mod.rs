@@ -3,4 +3,5 @@ pub mod bench_counted;
 pub mod bench_forward;
 pub mod bench_kernels;
 pub mod diff;
+pub mod inspect;
 pub mod run;

@@ -1,4 +1,4 @@
-// Software transcendentals from unfused products, adds and bit manipulation; bit-identical to src/numerics/math.rs and math_parts.rs, line by line.
+// Software transcendentals from unfused products, adds and bit manipulation; bit-identical to src/numerics/math/mod.rs and parts.rs, line by line.
 
 // Kernels set LS_ZERO from a uniform holding 0, so no product below can be contracted into an fma.
 var<private> LS_ZERO: u32;
@@ -16,7 +16,7 @@ fn ls_keep(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ LS_ZERO); }
 fn ls_inf() -> f32 { return bitcast<f32>(0x7f800000u ^ LS_ZERO); }
 fn ls_nan() -> f32 { return bitcast<f32>(0x7fc00000u ^ LS_ZERO); }
 
-// math_parts.rs constants.
+// parts.rs constants.
 const LS_LN2_HI: f32 = 0x1.62e4p-1f;
 const LS_LN2_LO: f32 = 0x1.7f7d1cp-20f;
 const LS_LOG2E: f32 = 0x1.715476p+0f;

@@ -1,0 +1,44 @@
+//! `lockstep inspect`: the release's config alone implies its 96,085 tensors and 510,286,023,000 payload bytes, split into GPU-resident and host bytes; a tiny checkpoint matches its table; a missing source is a clear error.
+mod cli_support;
+
+use cli_support::{lockstep, tiny_model};
+use serde_json::Value;
+
+fn inspect_json(args: &[&str]) -> Value {
+    let mut all = vec!["inspect", "--json"];
+    all.extend_from_slice(args);
+    let out = lockstep(&all);
+    assert!(out.status.success(), "inspect {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn the_release_config_alone_gives_its_tensor_count_payload_and_resident_split() {
+    let release = concat!(env!("CARGO_MANIFEST_DIR"), "/src/model/config/configs/release.json");
+    let v = inspect_json(&["--config", release, "--context", "1048576"]);
+    assert_eq!(v["expected"]["tensors"], 96_085);
+    assert_eq!(v["expected"]["bytes"], 510_286_023_000u64);
+    let (resident, host) = (v["resident_bytes"].as_u64().expect("resident"), v["host_bytes"].as_u64().expect("host"));
+    assert_eq!(resident + host, 510_286_023_000, "every byte is resident or on the host");
+    assert!(host > 200_000_000_000 && resident > 300_000_000_000, "the engram tables stay on the host: {host} / {resident}");
+    let dtypes: u64 = v["expected"]["by_dtype"].as_object().expect("by dtype").values().map(|d| d["bytes"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(dtypes, 510_286_023_000, "the dtype rows add up");
+    assert_eq!(v["state"]["per_token_bytes"], 6400.0, "three ratio-2 and one ratio-1 KV sources of f32 rows (512 + 128 wide)");
+    assert!(v["checkpoint"].is_null(), "no weights were read");
+}
+
+#[test]
+fn a_tiny_checkpoint_matches_its_table_and_a_missing_source_is_refused() {
+    let dir = tiny_model("inspect", "tiny", "7");
+    let v = inspect_json(&["--model", dir.0.to_str().expect("utf-8")]);
+    assert_eq!(v["checkpoint"]["layout"], "matches the config's table");
+    assert_eq!(v["checkpoint"]["tensors"], v["expected"]["tensors"]);
+    assert_eq!(v["checkpoint"]["bytes"], v["expected"]["bytes"]);
+    let text = lockstep(&["inspect", "--model", dir.0.to_str().expect("utf-8")]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(stdout.contains("layers: 0 window; 1 window (engram); 2 full r2;"), "{stdout}");
+    let none = lockstep(&["inspect"]);
+    assert!(!none.status.success() && String::from_utf8_lossy(&none.stderr).contains("--model DIR or --config FILE"));
+    let missing = lockstep(&["inspect", "--model", "/nonexistent/lockstep"]);
+    assert!(!missing.status.success() && String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/lockstep"));
+}
