@@ -98,10 +98,9 @@ pub fn linear(module: &str, w: &GemmSpec, x: Dims) -> Result<(), ExecError> {
     Ok(())
 }
 
-/// `linear_block`: rows `lo..hi` of the weight (fp8 blocks whole), x's columns, y's columns `col..col + hi - lo`, and (without act_quant) a BF16 or F8_E4M3 weight.
-pub fn linear_block(module: &str, w: &GemmSpec, x: Dims, rows: (usize, usize), quantize: bool, y: Dims, col: usize) -> Result<(), ExecError> {
+/// `linear_block`'s weight: rows `lo..hi` of it (fp8 blocks whole) and, without act_quant, a BF16 or F8_E4M3 weight.
+pub fn linear_block(module: &str, w: &GemmSpec, rows: (usize, usize), quantize: bool) -> Result<(), ExecError> {
     let bad = |problem: String| ExecError::BadWeight { name: format!("{module}.weight"), problem };
-    linear(module, w, x)?;
     let (lo, hi) = rows;
     if lo > hi || hi > w.n || (w.fmt == WeightFormat::E4m3 && !(lo.is_multiple_of(32) && (hi - lo).is_multiple_of(32))) {
         return Err(bad(format!("rows {lo}..{hi} of {} do not split into whole blocks", w.n)));
@@ -109,7 +108,15 @@ pub fn linear_block(module: &str, w: &GemmSpec, x: Dims, rows: (usize, usize), q
     if !quantize && w.fmt == WeightFormat::E2m1 {
         return Err(bad("dtype is not BF16 or F8_E4M3".into()));
     }
-    check(y.0 == x.0 && col + (hi - lo) <= y.1, "linear_block", || format!("columns {col}..{} of y [{}, {}] for x rows {}", col + hi - lo, y.0, y.1, x.0))
+    Ok(())
+}
+
+/// `linear_block`'s operands: x as wide as the weight's `k` inputs, y with x's rows and room for `n` columns from `col`.
+pub fn block_dims(module: &str, k: usize, x: Dims, n: usize, y: Dims, col: usize) -> Result<(), ExecError> {
+    if k != x.1 {
+        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {k} inputs, the activation has {}", x.1) });
+    }
+    check(y.0 == x.0 && col + n <= y.1, "linear_block", || format!("columns {col}..{} of y [{}, {}] for x rows {}", col + n, y.0, y.1, x.0))
 }
 
 /// `grouped_linear`: the stack's matrices take `x`'s columns; every entry's rows lie in x and its expert in the stack.

@@ -171,7 +171,8 @@ impl Executor for CpuExecutor<'_> {
 
     fn linear_block(&mut self, x: &CpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut CpuTensor, col: usize) -> Result<(), ExecError> {
         let spec = shapes::gemm_weight(self.ckpt, module)?;
-        shapes::linear_block(module, &spec, (x.rows, x.cols), rows, quantize, (y.rows, y.cols), col)?;
+        shapes::linear_block(module, &spec, rows, quantize)?;
+        shapes::block_dims(module, spec.k, (x.rows, x.cols), rows.1 - rows.0, (y.rows, y.cols), col)?;
         let (part, n) = self.gemm_rows(&x.data, x.rows, x.cols, module, Some(rows), quantize)?;
         for i in 0..x.rows {
             y.data[i * y.cols + col..i * y.cols + col + n].copy_from_slice(&part[i * n..(i + 1) * n]);

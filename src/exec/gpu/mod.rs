@@ -73,6 +73,8 @@ pub struct GpuExecutor<'g, 'c> {
     in_flight: Vec<Submitted<'g>>,
     /// The last act_quant: its input, dims and (values, scales); linears of one activation share it until a state tensor is written in place.
     pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
+    /// Buffers of 1.0f32 by length, kept for the executor's life (row weights and act scales of 1).
+    ones: HashMap<usize, Buf>,
 }
 
 /// Device time of one kernel over the dispatches a profile saw.
@@ -89,7 +91,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let wgsl = |k: &&dyn crate::contract::Kernel| k.variants().first().is_some_and(|v| v.lang() == crate::gpu::Lang::Wgsl);
         let registered = crate::kernels::registry().into_iter().filter(wgsl).map(|k| k.name()).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new() }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new() }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -243,6 +245,17 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     /// A pooled buffer holding plain values.
     pub(crate) fn upload_pod<T: bytemuck::Pod>(&mut self, data: &[T]) -> Result<Buf, ExecError> {
         Ok(self.pool.upload(self.gpu, bytemuck::cast_slice(data))?)
+    }
+
+    /// A buffer of at least `len` values 1.0, uploaded once per length.
+    pub(crate) fn ones(&mut self, len: usize) -> Result<Buf, ExecError> {
+        let len = len.max(1);
+        if let Some(b) = self.ones.get(&len) {
+            return Ok(b.clone());
+        }
+        let b = self.gpu.upload_pod(&vec![1.0f32; len])?;
+        self.ones.insert(len, b.clone());
+        Ok(b)
     }
 
     /// A tensor holding host values.

@@ -87,11 +87,15 @@ pub(crate) fn values(ex: &mut GpuExecutor, name: &str) -> Result<(Buf, usize), E
 
 /// The GEMM weight of `module` (rows `lo..hi` when given), cached.
 fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Arc<Weight>, ExecError> {
-    let key = match rows {
+    cached(ex, gemm_key(module, rows), |ex| Ok(Weight::Gemm(upload_gemm(ex, module, rows)?)))
+}
+
+/// The cache key of `module`'s GEMM weight (rows `lo..hi` when given).
+fn gemm_key(module: &str, rows: Option<(usize, usize)>) -> String {
+    match rows {
         None => format!("{module}#gemm"),
         Some((lo, hi)) => format!("{module}#gemm{lo}-{hi}"),
-    };
-    cached(ex, key, |ex| Ok(Weight::Gemm(upload_gemm(ex, module, rows)?)))
+    }
 }
 
 /// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, y.cols]`); `xs` are act_quant scales.
@@ -155,10 +159,13 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
 
 /// `y[:, col..] = x W[lo..hi]^T` in f32: act_quant(x) first when `quantize`, else x with scales 1 (no rounding; the caller rounds).
 pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut GpuTensor, col: usize) -> Result<(), ExecError> {
-    let spec = shapes::gemm_weight(ex.ckpt, module)?;
-    shapes::linear_block(module, &spec, (x.rows, x.cols), rows, quantize, (y.rows, y.cols), col)?;
+    if !ex.weights.contains_key(&gemm_key(module, Some(rows))) {
+        let spec = shapes::gemm_weight(ex.ckpt, module)?;
+        shapes::linear_block(module, &spec, rows, quantize)?;
+    }
     let w = gemm_weight(ex, module, Some(rows))?;
     let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
+    shapes::block_dims(module, w.k, (x.rows, x.cols), w.n, (y.rows, y.cols), col)?;
     let m = x.rows;
     if w.fmt == WeightFormat::Bf16 {
         record_gemm(ex, w, (&x.buf, None), m, y, col)
@@ -166,8 +173,8 @@ pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ro
         let (q, s) = act_quant(ex, x)?;
         record_gemm(ex, w, (&q, Some(&s)), m, y, col)
     } else {
-        let ones = ex.put(m, w.k / 32, &vec![1.0f32; m * (w.k / 32)])?;
-        record_gemm(ex, w, (&x.buf, Some(&ones.buf)), m, y, col)
+        let ones = ex.ones(m * (w.k / 32))?;
+        record_gemm(ex, w, (&x.buf, Some(&ones)), m, y, col)
     }
 }
 
@@ -206,7 +213,7 @@ pub(super) fn swiglu(ex: &mut GpuExecutor, g: &GpuTensor, u: &GpuTensor, weights
     shapes::swiglu((g.rows, g.cols), (u.rows, u.cols), weights.map(|w| (w.rows, w.cols)))?;
     let rw = match weights {
         Some(w) => w.buf.clone(),
-        None => ex.upload_pod(&vec![1.0f32; g.rows.max(1)])?,
+        None => ex.ones(g.rows)?,
     };
     let a = ex.out(g.rows, g.cols)?;
     ops::record_swiglu(&mut ex.rec, &g.buf, &u.buf, &rw, &a.buf, g.rows, g.cols, limit, true, 0)?;
