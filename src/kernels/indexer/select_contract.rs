@@ -1,8 +1,7 @@
 //! Contract registrations of the indexer's selections: level-one candidate blocks and the top-k.
 use crate::kernels::indexer;
 use crate::kernels::util::{f64s, poisoned, read_outputs, words};
-use super::contract::random_scores;
-use crate::kernels::util::{rows_u32, u32s};
+use crate::kernels::util::{bf16_normal, rows_u32, u32s};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError, Recorder};
 
@@ -201,4 +200,32 @@ impl Kernel for IndexTopkKernel {
     fn footprint(&self, _variant: &Variant) -> Footprint {
         Footprint { workgroup_size: 256, workgroup_bytes: RADIX_BYTES, bindings: 2 }
     }
+}
+
+/// Random indexer scores of rows of `n`: exact zeros (relu), signed zeros, bf16 values, -inf from a per-row visible count on.
+pub(super) fn random_scores(rng: &mut Rng, rows: usize, n: usize, edge: bool) -> (Vec<f32>, Vec<u32>) {
+    let mut s = Vec::with_capacity(rows * n);
+    let mut vis = Vec::with_capacity(rows);
+    for i in 0..rows {
+        let v = match i % 3 {
+            0 => n,
+            1 => rng.below(n.min(600) as u64 + 1) as usize,
+            _ => rng.below(n as u64 + 1) as usize,
+        };
+        vis.push(v as u32);
+        s.extend((0..n).map(|t| {
+            if t >= v {
+                f32::NEG_INFINITY
+            } else if edge {
+                [0.0, -0.0, 1.0, 0.5][rng.below(4) as usize]
+            } else {
+                match rng.below(10) {
+                    0..=2 => 0.0,
+                    3 => -0.0,
+                    _ => bf16_normal(rng, 0.25),
+                }
+            }
+        }));
+    }
+    (s, vis)
 }

@@ -1,6 +1,6 @@
 //! Attention in f64 (spec 2.5): q and kv paths with RoPE, the sliding window plus selected compressed rows with the sink, inverse RoPE, grouped low-rank output.
 use super::index::{Compressor, Indexer};
-use super::mhc::rms_norm;
+use super::mhc::{rms_norm, rope};
 use super::quant::{act_quant, bf16};
 use super::weights::Linear;
 
@@ -29,19 +29,6 @@ pub struct Attention {
     pub indexer: Option<Indexer>,
     /// Inverse frequencies of this layer's RoPE table, one per pair.
     pub inv_freq: Vec<f64>,
-}
-
-/// Rotates the last `2 * inv_freq.len()` values of `v` as interleaved pairs by `pos * inv_freq` (conjugate when `inverse`).
-pub fn rope(v: &mut [f64], pos: usize, inv_freq: &[f64], inverse: bool) {
-    let start = v.len() - 2 * inv_freq.len();
-    for (i, f) in inv_freq.iter().enumerate() {
-        let angle = pos as f64 * f;
-        let (s, c) = angle.sin_cos();
-        let s = if inverse { -s } else { s };
-        let (a, b) = (v[start + 2 * i], v[start + 2 * i + 1]);
-        v[start + 2 * i] = a * c - b * s;
-        v[start + 2 * i + 1] = a * s + b * c;
-    }
 }
 
 /// Rounds the last `rd` values to bf16 (the official rounds only the rotated slice after RoPE).

@@ -1,5 +1,5 @@
 //! Compressed branch in f64 (spec 2.5): the compressor (ratio 1 and 2), index keys, compressed rows, the indexer, candidate blocks and top-k.
-use super::attention::rope;
+use super::mhc::rope;
 use super::mhc::rms_norm;
 use super::quant::{bf16, fp4_index_qat, fp4_row_qat};
 use super::weights::Linear;

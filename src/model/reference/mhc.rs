@@ -1,4 +1,4 @@
-//! mHC in f64 (spec 2.4): the mixes with Sinkhorn, collapse and expand; plus RMSNorm and the scalar functions the blocks share.
+//! mHC in f64 (spec 2.4): the mixes with Sinkhorn, collapse and expand; plus RMSNorm, RoPE and the scalar functions the blocks share.
 use super::quant::bf16;
 
 /// `1 / (1 + e^-x)`.
@@ -122,4 +122,17 @@ pub fn expand_raw(out: &[f64], flat: &[f64], mix: &Mixes) -> Vec<f64> {
 /// Expand with the official bf16 output.
 pub fn expand(out: &[f64], flat: &[f64], mix: &Mixes) -> Vec<f64> {
     expand_raw(out, flat, mix).into_iter().map(bf16).collect()
+}
+
+/// Rotates the last `2 * inv_freq.len()` values of `v` as interleaved pairs by `pos * inv_freq` (conjugate when `inverse`).
+pub fn rope(v: &mut [f64], pos: usize, inv_freq: &[f64], inverse: bool) {
+    let start = v.len() - 2 * inv_freq.len();
+    for (i, f) in inv_freq.iter().enumerate() {
+        let angle = pos as f64 * f;
+        let (s, c) = angle.sin_cos();
+        let s = if inverse { -s } else { s };
+        let (a, b) = (v[start + 2 * i], v[start + 2 * i + 1]);
+        v[start + 2 * i] = a * c - b * s;
+        v[start + 2 * i + 1] = a * s + b * c;
+    }
 }
