@@ -106,11 +106,6 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
         Ok(st.to_bytes(&mut self.ex)?)
     }
 
-    /// The live sequences, oldest first.
-    pub fn seqs(&self) -> Vec<SeqId> {
-        (0..self.seqs.len()).filter(|&i| self.seqs[i].is_some()).map(SeqId).collect()
-    }
-
     /// Runs one round: every work item's input through one forward (sequences in work order); returns each item's logits `[rows, vocab]` (f32).
     pub fn round(&mut self, work: &[Work<'_>], taps: &mut Taps<f32>) -> Result<Vec<E::Tensor>, EngineError> {
         let mut taken: Vec<SeqState<E::Tensor>> = Vec::with_capacity(work.len());

@@ -1,5 +1,5 @@
 //! Every op's operand checks, written once and called by both executors before they run: dims, index ranges, and the weights' dtypes and sizes.
-use crate::exec::{EngramGate, ExecError, HcParams, Qat};
+use crate::exec::{EngramGate, ExecError, HcParams, Qat, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::weights::{Checkpoint, Dtype, TensorView};
 
@@ -90,10 +90,10 @@ pub fn gemm_weight<'c>(ckpt: &'c Checkpoint, module: &str) -> Result<GemmSpec<'c
     Ok(GemmSpec { fmt, n, k, w: w.bytes, s: Some(ws.bytes) })
 }
 
-/// `linear`: the weight takes `x`'s columns.
-pub fn linear(module: &str, w: &GemmSpec, x: Dims) -> Result<(), ExecError> {
-    if w.k != x.1 {
-        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {} inputs, the activation has {}", w.k, x.1) });
+/// `linear`: `module`'s weight of `k` inputs takes `x`'s columns.
+pub fn linear(module: &str, k: usize, x: Dims) -> Result<(), ExecError> {
+    if k != x.1 {
+        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {k} inputs, the activation has {}", x.1) });
     }
     Ok(())
 }
@@ -113,21 +113,40 @@ pub fn linear_block(module: &str, w: &GemmSpec, rows: (usize, usize), quantize: 
 
 /// `linear_block`'s operands: x as wide as the weight's `k` inputs, y with x's rows and room for `n` columns from `col`.
 pub fn block_dims(module: &str, k: usize, x: Dims, n: usize, y: Dims, col: usize) -> Result<(), ExecError> {
-    if k != x.1 {
-        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {k} inputs, the activation has {}", x.1) });
-    }
+    linear(module, k, x)?;
     check(y.0 == x.0 && col + n <= y.1, "linear_block", || format!("columns {col}..{} of y [{}, {}] for x rows {}", col + n, y.0, y.1, x.0))
 }
 
-/// `grouped_linear`: the stack's matrices take `x`'s columns; every entry's rows lie in x and its expert in the stack.
-pub fn grouped_linear(x: Dims, k: usize, experts: usize, table: &[u32]) -> Result<(), ExecError> {
+/// One entry of a grouped GEMM's table: matrix `expert` of the stack over rows `first..first + rows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub expert: usize,
+    pub first: usize,
+    pub rows: usize,
+}
+
+/// `grouped_linear`: the stack's matrices take `x`'s columns and the table is `(expert, first, rows)` entries whose rows lie in x; returns the entries.
+pub fn grouped_linear(x: Dims, k: usize, table: &[u32]) -> Result<Vec<Entry>, ExecError> {
     check(x.1 == k, "grouped_linear", || format!("the stack takes {k} inputs, the rows have {}", x.1))?;
     check(table.len().is_multiple_of(3), "grouped_linear", || format!("a table of {} words is not (expert, first, rows) entries", table.len()))?;
-    for e in table.chunks_exact(3) {
-        let (id, first, rows) = (e[0] as usize, e[1] as usize, e[2] as usize);
-        check(id < experts && first + rows <= x.0, "grouped_linear", || format!("entry (expert {id}, rows {first}..{}) outside {experts} experts and {} rows", first + rows, x.0))?;
+    let entries: Vec<Entry> = table.chunks_exact(3).map(|e| Entry { expert: e[0] as usize, first: e[1] as usize, rows: e[2] as usize }).collect();
+    match entries.iter().find(|e| e.first + e.rows > x.0) {
+        Some(e) => Err(ExecError::Shape { op: "grouped_linear", problem: format!("entry (expert {}, rows {}..{}) outside {} rows", e.expert, e.first, e.first + e.rows, x.0) }),
+        None => Ok(entries),
     }
-    Ok(())
+}
+
+/// Every entry's matrix is among the `len` the stack holds (where a missing one would not be named by its lookup).
+pub fn stack_entries(entries: &[Entry], len: usize) -> Result<(), ExecError> {
+    match entries.iter().find(|e| e.expert >= len) {
+        Some(e) => Err(ExecError::Shape { op: "grouped_linear", problem: format!("expert {} outside the stack's {len}", e.expert) }),
+        None => Ok(()),
+    }
+}
+
+/// The matrices `stack` holds in the checkpoint: entries 0, 1, ... up to the first absent one.
+pub fn stack_len(ckpt: &Checkpoint, stack: &Stack<'_>) -> usize {
+    (0..).take_while(|&e| ckpt.get(&format!("{}.weight", stack.module(e))).is_some()).count()
 }
 
 /// `embed`: a 2-D BF16 table whose rows hold every id; returns (rows, cols).

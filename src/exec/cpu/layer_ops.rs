@@ -114,11 +114,10 @@ pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Opt
 pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, stack: &Stack<'_>, table: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
     let words: Vec<u32> = table.data.iter().map(|&v| v as u32).collect();
     let (_, n, k) = shapes::gemm_shape(ex.ckpt(), &stack.module(0))?;
-    let experts = (0..).take_while(|&e| ex.ckpt().get(&format!("{}.weight", stack.module(e))).is_some()).count();
-    shapes::grouped_linear((x.rows, x.cols), k, experts, &words)?;
+    let entries = shapes::grouped_linear((x.rows, x.cols), k, &words)?;
     let mut y = vec![f32::NAN; x.rows * n];
-    for e in words.chunks_exact(3) {
-        let (module, first, rows) = (stack.module(e[0] as usize), e[1] as usize, e[2] as usize);
+    for e in entries {
+        let (module, first, rows) = (stack.module(e.expert), e.first, e.rows);
         let (part, pn) = ex.linear_rows(&x.data[first * k..(first + rows) * k], rows, k, &module)?;
         check(pn == n, "grouped_linear", || format!("{module}.weight gives {pn} outputs, matrix 0 gives {n}"))?;
         y[first * n..(first + rows) * n].copy_from_slice(&part);

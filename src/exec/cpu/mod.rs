@@ -73,7 +73,7 @@ impl<'c> CpuExecutor<'c> {
     /// `y[m, n] = x[m, k] W[lo..hi]^T` for rows `lo..hi` of `module.weight` (all when `None`), the format chosen by its dtype; act_quant(x) first when `quantize` and the format has scales, else scales 1.
     fn gemm_rows(&self, x: &[f32], m: usize, k: usize, module: &str, rows: Option<(usize, usize)>, quantize: bool) -> Result<(Vec<f32>, usize), ExecError> {
         let w = shapes::gemm_weight(self.ckpt, module)?;
-        shapes::linear(module, &w, (m, k))?;
+        shapes::linear(module, w.k, (m, k))?;
         let (lo, hi) = rows.unwrap_or((0, w.n));
         let n = hi - lo;
         let rb = gemm::row_bytes(w.fmt, k);

@@ -28,7 +28,7 @@ pub(crate) struct ExpertStack {
 /// Stacks every matrix of `stack` the checkpoint holds, each checked like a dense GEMM weight and shaped like matrix 0.
 fn upload_stack(ex: &GpuExecutor, stack: &Stack<'_>) -> Result<ExpertStack, ExecError> {
     let (fmt, n, k) = shapes::gemm_shape(ex.ckpt, &stack.module(0))?;
-    let experts = (0..).take_while(|&e| ex.ckpt.get(&format!("{}.weight", stack.module(e))).is_some()).count();
+    let experts = shapes::stack_len(ex.ckpt, stack);
     let (rb, sb) = (gemm::row_bytes(fmt, k), gemm::scale_bytes(fmt, n, k));
     let bad = |e: usize, problem: String| ExecError::BadWeight { name: format!("{}.weight", stack.module(e)), problem };
     if !k.is_multiple_of(32) || (fmt == WeightFormat::E4m3 && !n.is_multiple_of(32)) {
@@ -76,32 +76,34 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
     let w = expert_stack(ex, stack)?;
     let Weight::Experts(st) = &*w else { return Err(ExecError::BadWeight { name: stack.prefix.into(), problem: "cached as another kind".into() }) };
     ex.need("grouped_linear", gemm_kernel(st.fmt))?;
-    let words: Vec<u32> = match &table.index {
-        Some(t) => t.to_vec(),
-        None => ex.values_of(table)?.iter().map(|&v| v as u32).collect(),
+    let entries = match &table.index {
+        Some(t) => shapes::grouped_linear((x.rows, x.cols), st.k, t)?,
+        None => {
+            let words: Vec<u32> = ex.values_of(table)?.iter().map(|&v| v as u32).collect();
+            shapes::grouped_linear((x.rows, x.cols), st.k, &words)?
+        }
     };
-    shapes::grouped_linear((x.rows, x.cols), st.k, st.experts, &words)?;
-    let groups: Vec<(u32, usize, usize)> = words.chunks_exact(3).map(|e| (e[0], e[1] as usize, e[2] as usize)).collect();
+    shapes::stack_entries(&entries, st.experts)?;
     let y = ex.out(x.rows, st.n)?;
     let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
-    let tiled = groups.iter().any(|g| g.2 > GEMV_MAX_ROWS);
+    let tiled = entries.iter().any(|e| e.rows > GEMV_MAX_ROWS);
     let tile = if tiled { TILE_ROWS } else { usize::MAX };
     for p in &st.parts {
-        let entries: Vec<GroupEntry> = groups
+        let tiles: Vec<GroupEntry> = entries
             .iter()
-            .filter(|g| (p.e0..p.e1).contains(&(g.0 as usize)))
-            .flat_map(|&(e, first, rows)| (0..rows).step_by(tile).map(move |r| (e, first + r, (rows - r).min(tile))))
-            .map(|(e, first, rows)| GroupEntry { w_row: (e as usize - p.e0) * st.n, first, rows, col: 0, cols: st.n })
+            .filter(|e| (p.e0..p.e1).contains(&e.expert))
+            .flat_map(|e| (0..e.rows).step_by(tile).map(move |r| (e.expert, e.first + r, (e.rows - r).min(tile))))
+            .map(|(expert, first, rows)| GroupEntry { w_row: (expert - p.e0) * st.n, first, rows, col: 0, cols: st.n })
             .collect();
-        if entries.is_empty() {
+        if tiles.is_empty() {
             continue;
         }
-        let table = ex.upload_pod(&gemm_grouped::table_words(&entries))?;
+        let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
         let (xv, xs) = match &quant {
             Some((q, s)) => (q, Some(s)),
             None => (&x.buf, None),
         };
-        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &entries, table: &table };
+        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &tiles, table: &table };
         gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, 0)?;
     }
     round_out(ex, y, out, 0)

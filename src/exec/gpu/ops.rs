@@ -144,9 +144,7 @@ pub(super) fn linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out
 pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
     let w = gemm_weight(ex, module, None)?;
     let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
-    if w.k != x.cols {
-        return Err(ExecError::BadWeight { name: format!("{module}.weight"), problem: format!("takes {} inputs, the activation has {}", w.k, x.cols) });
-    }
+    shapes::linear(module, w.k, (x.rows, x.cols))?;
     let y = ex.out_spare(x.rows, w.n, spare)?;
     if w.fmt == WeightFormat::Bf16 {
         record_gemm(ex, w, (&x.buf, None), x.rows, &y, 0)?;

@@ -59,14 +59,19 @@ pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<G
 /// Rows `idx` of `x` into a new `[idx rows, cols]` tensor; the indices come from the index tensor's host copy (read back when it has none).
 pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &GpuTensor) -> Result<GpuTensor, ExecError> {
     ex.need("gather_rows", "gather_rows")?;
-    let words: Vec<u32> = match &idx.index {
-        Some(v) => v.to_vec(),
-        None => ex.values_of(idx)?.iter().map(|&v| v as u32).collect(),
+    let (ib, n) = match &idx.index {
+        Some(words) => {
+            shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), words)?;
+            (idx.buf.clone(), words.len())
+        }
+        None => {
+            let words: Vec<u32> = ex.values_of(idx)?.iter().map(|&v| v as u32).collect();
+            shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), &words)?;
+            (ex.upload_pod(&words)?, words.len())
+        }
     };
-    shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), &words)?;
-    let ib = if idx.index.is_some() { idx.buf.clone() } else { ex.upload_pod(&words)? };
-    let y = ex.out(words.len(), x.cols)?;
-    rows::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, words.len(), x.cols, x.rows, 0)?;
+    let y = ex.out(n, x.cols)?;
+    rows::record_gather_rows(&mut ex.rec, &x.buf, &ib, &y.buf, n, x.cols, x.rows, 0)?;
     Ok(y)
 }
 

@@ -48,11 +48,6 @@ impl GemmVariant {
             GemmVariant::Tiled => "tiled",
         }
     }
-
-    /// The variant of a contract name.
-    pub fn from_name(s: &str) -> Option<GemmVariant> {
-        [GemmVariant::Ref, GemmVariant::Gemv, GemmVariant::Tiled].into_iter().find(|v| v.name() == s)
-    }
 }
 
 macro_rules! gemm_shader {
