@@ -3,7 +3,7 @@ use super::{Gpu, GpuError};
 use std::collections::HashMap;
 
 /// The shared WGSL numerics every kernel may call.
-pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n");
+pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n", include_str!("../../wgsl/lib/edge.wgsl"), "\n");
 
 /// The language a kernel source is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,11 +1,12 @@
-//! Canonical reduction order (rule N4): blocks of 32 from +0.0, segments of 8 blocks, segments in order.
+//! Canonical reduction order (rule N4): blocks of 32 from +0.0, segments of 8 blocks, segments in order; every partial sum flushed (N7).
+use super::edge::{add, flush};
 
 /// Elements per block: the quantization block.
 pub const BLOCK: usize = 32;
 /// Blocks per segment.
 pub const SEG_BLOCKS: usize = 8;
 
-/// Sums `n` terms in the canonical order; `term(i)` gives term i, `scale(b)` multiplies block b's sum.
+/// Sums `n` terms in the canonical order; `term(i)` gives term i, `scale(b)` multiplies block b's sum; subnormal partial sums flush (scales are powers of two the loader keeps scaled sums normal with).
 #[inline]
 pub fn canonical_sum(n: usize, term: impl Fn(usize) -> f32, scale: impl Fn(usize) -> f32) -> f32 {
     let nblocks = n.div_ceil(BLOCK);
@@ -14,11 +15,11 @@ pub fn canonical_sum(n: usize, term: impl Fn(usize) -> f32, scale: impl Fn(usize
     for b in 0..nblocks {
         let mut bs = 0.0f32;
         for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
-            bs += term(i);
+            bs = add(bs, term(i));
         }
-        seg += bs * scale(b);
+        seg = add(seg, flush(bs * scale(b)));
         if b % SEG_BLOCKS == SEG_BLOCKS - 1 || b + 1 == nblocks {
-            total += seg;
+            total = add(total, seg);
             seg = 0.0;
         }
     }

@@ -1,4 +1,4 @@
-// Sparse attention with sink, a workgroup per (row, head); keys = window rows by ascending position (this call's kv from start, the ring slot pos mod window before) then the selected compressed rows in selection order; s = mul_rn(canonical dot, scale), M = max(-1e30, s) order-free, p = ls_exp(s - M), denominator = canonical sum of p + ls_exp(sink - M), o = bf16(ls_div(canonical sum of mul_rn(p, v), denominator)): bit-identical to kernels::attention::attend_row.
+// Sparse attention with sink, a workgroup per (row, head); keys = window rows by ascending position (this call's kv from start, the ring slot pos mod window before) then the selected compressed rows in selection order; s = mul_rn(canonical dot of product terms, scale), M = max(-1e30, s) order-free with +0 for a zero, p = ls_exp(s - M), denominator = canonical sum of p + ls_exp(sink - M), o = bf16(ls_div(canonical sum of product terms p v, denominator)); differences flushed, product terms below 2^-103 dropped (N7): bit-identical to kernels::attention::attend_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, row0: u32, m: u32, heads: u32, dim: u32, start: u32, window: u32, topk: u32, scale: f32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -73,7 +73,7 @@ fn gather(row: u32, lid: u32) {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let h = wid.x;
     let row = P.row0 + wid.y;
     gather(row, lid);
@@ -96,7 +96,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             let e = keys[k];
             var acc = 0.0;
             for (var j = 0u; j < 32u; j++) {
-                if (j < blen) { acc = acc + mul_rn(qb[j], key_elem(e, mb * 32u + j)); }
+                if (j < blen) { acc = acc + ls_mul_term(qb[j], key_elem(e, mb * 32u + j)); }
             }
             part[lid] = acc;
         }
@@ -124,9 +124,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (lid < s) { part[lid] = max(part[lid], part[lid + s]); }
         workgroupBarrier();
     }
-    let m = part[0];
+    let m = ls_pz(part[0]);
     workgroupBarrier();
-    for (var k = lid; k < n; k += 256u) { w[k] = ls_exp(w[k] - m); }
+    for (var k = lid; k < n; k += 256u) { w[k] = ls_exp(ls_sub(w[k], m)); }
     workgroupBarrier();
     // Denominator: a thread per block of 32 keys, then one thread over blocks in segments of 8, plus the sink.
     let nbk = (n + 31u) >> 5u;
@@ -146,7 +146,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                 seg = 0.0;
             }
         }
-        denom = select(tot + ls_exp(sink[h] - m), tot, CONTROL == 5u);
+        denom = select(tot + ls_exp(ls_sub(sink[h], m)), tot, CONTROL == 5u);
     }
     let den = workgroupUniformLoad(&denom);
     // Values: a thread per pair of output dims (i, i + 256), keys in blocks of 32 from +0.0, segments of 8 blocks.
@@ -163,9 +163,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                 if (CONTROL == 6u) {
                     acc = acc + p * v;
                 } else if (CONTROL == 2u) {
-                    tot = tot + vec2<f32>(mul_rn(p, v.x), mul_rn(p, v.y));
+                    tot = tot + vec2<f32>(ls_mul_term(p, v.x), ls_mul_term(p, v.y));
                 } else {
-                    acc = acc + vec2<f32>(mul_rn(p, v.x), mul_rn(p, v.y));
+                    acc = acc + vec2<f32>(ls_mul_term(p, v.x), ls_mul_term(p, v.y));
                 }
             }
             seg = seg + acc;

@@ -1,4 +1,4 @@
-// Engram gate, a workgroup per (stream, row): canonical sums of h^2, key^2 and mul_rn(mul_rn(h, mul_rn(q, k)), key); g = sigmoid(+-ls_sqrt(max(|dot|, 1e-6))) or 0 when not live; y = bf16(h + mul_rn(g, value)); = kernels::engram_op::gate_row.
+// Engram gate, a workgroup per (stream, row): canonical sums of h^2, key^2 and the product terms mul_rn(h, mul_rn(q, k)) key (below 2^-103 dropped); g = sigmoid(+-ls_sqrt(max(|dot|, 1e-6))) or 0 when not live; y = bf16(h + mul_rn(g, value)), the sum flushed; = kernels::engram_op::gate_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, hc: u32, d: u32, inv_d: f32, inv_sqrt_d: f32, eps: f32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -25,12 +25,12 @@ fn eg_term(s: u32, hb: u32, kb: u32, wb: u32, i: u32) -> f32 {
     }
     if (s == 0u) { return mul_rn(hv, hv); }
     if (s == 1u) { return mul_rn(kv_, kv_); }
-    return mul_rn(mul_rn(hv, mul_rn(qw[wb + i], kw[wb + i])), kv_);
+    return ls_mul_term(mul_rn(hv, mul_rn(qw[wb + i], kw[wb + i])), kv_);
 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let c = wid.x;
     let row = wid.y;
     var krow = row;
@@ -79,7 +79,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let g = eg_gate;
     let vb = (krow * (P.hc + 1u) + P.hc) * P.d;
     for (var i = lid; i < P.d; i += 256u) {
-        let o = round_bf16(h[hb + i] + mul_rn(g, kv[vb + i]));
+        let o = round_bf16(ls_add(h[hb + i], mul_rn(g, kv[vb + i])));
         if (!(CONTROL == 5u && row == P.m - 1u && c == P.hc - 1u && i == P.d - 1u)) { y[hb + i] = o; }
     }
 }

@@ -1,4 +1,4 @@
-// GEMM shared pieces: parameters, controls, and the exact block dot (32 products ascending from +0.0).
+// GEMM shared pieces: parameters, controls, and the exact block dot (32 products ascending from +0.0, each through the format's term rule).
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, n: u32, k: u32, n_base: u32, ldo: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -10,10 +10,10 @@ struct W8 { a: vec4<f32>, b: vec4<f32> }
 struct W32 { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
 
 fn dot4(s: f32, a: vec4<f32>, c: vec4<f32>) -> f32 {
-    var t = s + a.x * c.x;
-    t = t + a.y * c.y;
-    t = t + a.z * c.z;
-    return t + a.w * c.w;
+    var t = s + term(a.x * c.x);
+    t = t + term(a.y * c.y);
+    t = t + term(a.z * c.z);
+    return t + term(a.w * c.w);
 }
 
 fn block_dot(m: u32, b: u32, wv: W32) -> f32 {

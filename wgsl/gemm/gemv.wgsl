@@ -4,6 +4,6 @@ var<workgroup> part: array<f32, 4096>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     rows_block(0u, P.m, 0u, (wid.x + wid.y * P.groups_x) * R, P.n, 0u, lid);
 }

@@ -6,7 +6,7 @@ var<workgroup> entry: array<u32, 5>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     if (lid < 5u) { entry[lid] = table[wid.y * 5u + lid]; }
     let wbase = workgroupUniformLoad(&entry[0]);
     let first = workgroupUniformLoad(&entry[1]);

@@ -1,7 +1,7 @@
 // GEMM reference: one invocation per output; blocks of 32 from +0.0, scaled, segments of 8 blocks, segments ascending (N4).
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let n = gid.x;
     let m = gid.y;
     if (n >= P.n || m >= P.m) { return; }

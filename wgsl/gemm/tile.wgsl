@@ -78,10 +78,10 @@ fn tile(g: Entry, m0: u32, n0: u32, tid: u32) {
             for (var kk = 0u; kk < 32u; kk++) {
                 let a = As[kk * 16u + ty];
                 let cw = Bs[kk * 16u + tx];
-                b0 = b0 + a.x * cw;
-                b1 = b1 + a.y * cw;
-                b2 = b2 + a.z * cw;
-                b3 = b3 + a.w * cw;
+                b0 = b0 + term4(a.x * cw);
+                b1 = b1 + term4(a.y * cw);
+                b2 = b2 + term4(a.z * cw);
+                b3 = b3 + term4(a.w * cw);
             }
             workgroupBarrier();
             s0 = s0 + b0 * scale4(g, mi, nj, b);

@@ -1,4 +1,4 @@
-// mHC expand y_j[k] = bf16(mul_rn(post_j, out[k]) + sum_i mul_rn(comb[i][j], h_i[k])), i ascending from +0.0, one thread per output; = kernels::hc::expand.
+// mHC expand y_j[k] = bf16(mul_rn(post_j, out[k]) + sum_i of the product terms comb[i][j] h_i[k] (below 2^-103 dropped)), the sum flushed, i ascending from +0.0, one thread per output; = kernels::hc::expand.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, hc: u32, d: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -9,7 +9,7 @@ struct Params { zero: u32, m: u32, hc: u32, d: u32, groups_x: u32 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let width = P.hc * P.d;
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * width) { return; }
@@ -25,10 +25,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let c = select(s, P.hc - 1u - s, CONTROL == 2u);
         let w = mix[mrow * mc + 2u * P.hc + c * P.hc + j];
         let v = h[(row * P.hc + c) * P.d + k];
-        if (CONTROL == 3u) { acc = acc + w * v; } else { acc = acc + mul_rn(w, v); }
+        if (CONTROL == 3u) { acc = acc + w * v; } else { acc = acc + ls_mul_term(w, v); }
     }
     var post = mix[mrow * mc + P.hc + j];
     if (CONTROL == 6u) { post = post * 2.0; }
-    let r = round_bf16(mul_rn(post, o[row * P.d + k]) + acc);
+    let r = round_bf16(ls_add(mul_rn(post, o[row * P.d + k]), acc));
     if (!(CONTROL == 5u && i == P.m * width - 1u)) { y[i] = r; }
 }

@@ -1,4 +1,4 @@
-// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of mul_rn(x, fn[m]) or mul_rn(x, x) (32 products ascending), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order; = kernels::hc::mixes.
+// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of the product terms x fn[m] (below 2^-103 dropped) or mul_rn(x, x) (32 products ascending), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order, sums and differences flushed; = kernels::hc::mixes.
 override CONTROL: u32 = 0u;
 override PHASE: u32 = 1u;
 struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm_eps: f32, hc_eps: f32 }
@@ -59,7 +59,7 @@ fn sums(lid: u32, wid: vec3<u32>) {
             let xv = h[xb + i];
             var wv = xv;
             if (s < nmix) { wv = hc_fn[s * P.n + i]; }
-            if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = acc + mul_rn(xv, wv); }
+            if (CONTROL == 3u) { acc = acc + xv * wv; } else if (s < nmix) { acc = acc + ls_mul_term(xv, wv); } else { acc = acc + mul_rn(xv, wv); }
         }
         hm_blocks[lid] = acc;
     }
@@ -75,7 +75,7 @@ fn sums(lid: u32, wid: vec3<u32>) {
 
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     if (PHASE == 1u) {
         sums(lid, wid);
         return;
@@ -99,11 +99,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (lid < hc) {
             var s0 = scale[0];
             if (CONTROL == 7u) { s0 = s0 * 2.0; }
-            mix[out + lid] = ls_sigmoid(mul_rn(mu, s0) + base[lid]) + P.hc_eps;
+            mix[out + lid] = ls_sigmoid(ls_add(mul_rn(mu, s0), base[lid])) + P.hc_eps;
         } else if (lid < 2u * hc) {
-            mix[out + lid] = 2.0 * ls_sigmoid(mul_rn(mu, scale[1]) + base[lid]);
+            mix[out + lid] = 2.0 * ls_sigmoid(ls_add(mul_rn(mu, scale[1]), base[lid]));
         } else {
-            hm_comb[lid - 2u * hc] = mul_rn(mu, scale[2]) + base[lid];
+            hm_comb[lid - 2u * hc] = ls_add(mul_rn(mu, scale[2]), base[lid]);
         }
     }
     workgroupBarrier();
@@ -112,9 +112,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let i = lid / hc;
         var mx = -ls_inf();
         for (var k = 0u; k < hc; k++) { mx = max(mx, hm_comb[i * hc + k]); }
+        mx = ls_pz(mx);
         var s = 0.0;
-        for (var k = 0u; k < hc; k++) { s = s + ls_exp(hm_comb[i * hc + k] - mx); }
-        v = mul_rn(ls_exp(hm_comb[lid] - mx), ls_recip(s)) + P.hc_eps;
+        for (var k = 0u; k < hc; k++) { s = s + ls_exp(ls_sub(hm_comb[i * hc + k], mx)); }
+        v = mul_rn(ls_exp(ls_sub(hm_comb[lid], mx)), ls_recip(s)) + P.hc_eps;
     }
     workgroupBarrier();
     if (lid < hc * hc) { hm_comb[lid] = v; }

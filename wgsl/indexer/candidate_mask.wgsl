@@ -32,7 +32,7 @@ fn sel_emit(row: u32, b: u32, kept: bool, slot: u32) {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x + wid.y * 32768u;
     if (row >= P.m) { return; }
     let nb = (P.n + P.block - 1u) / P.block;

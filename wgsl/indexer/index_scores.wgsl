@@ -1,4 +1,4 @@
-// Indexer scores per (row, key), a thread per (key, head) then a thread per key over heads: dot_h = bf16(canonical sum over dim of q_h*k), term_h = bf16(relu(dot_h)*w_h), score = bf16(canonical sum of term_h over heads ascending); = kernels::indexer::scores_row.
+// Indexer scores per (row, key), a thread per (key, head) then a thread per key over heads: dot_h = bf16(canonical sum over dim of q_h*k), term_h = bf16(relu(dot_h)*w_h), products as terms below 2^-103 dropped, score = bf16(canonical sum of term_h over heads ascending); = kernels::indexer::scores_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -8,7 +8,7 @@ struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32 }
 @group(0) @binding(4) var<storage, read> visible: array<u32>;
 @group(0) @binding(5) var<storage, read_write> scores: array<f32>;
 
-// Canonical dot of one head's query (at qo) with one key (at ko): exact bf16 products, blocks of 32 from +0.0, segments of 8 blocks.
+// Canonical dot of one head's query (at qo) with one key (at ko): exact bf16 products as terms (below 2^-103 dropped), blocks of 32 from +0.0, segments of 8 blocks.
 fn head_dot(qo: u32, ko: u32) -> f32 {
     let nb = (P.dim + 31u) >> 5u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
@@ -19,7 +19,7 @@ fn head_dot(qo: u32, ko: u32) -> f32 {
         if (CONTROL == 2u) { let s0 = j & ~7u; b = s0 + min(s0 + 8u, nb) - 1u - j; }
         var acc = 0.0;
         for (var i = b * 32u; i < min(b * 32u + 32u, P.dim); i++) {
-            acc = acc + q[qo + i] * keys[ko + i];
+            acc = acc + ls_mul_term(q[qo + i], keys[ko + i]);
         }
         seg = seg + acc;
         if ((j & 7u) == 7u || j + 1u == last) {
@@ -34,7 +34,7 @@ var<workgroup> terms: array<f32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.y;
     let kpw = 256u / P.heads;
     let kl = lid / P.heads;
@@ -47,7 +47,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (CONTROL != 5u) { dot = round_bf16(dot); }
         var wh = w[wrow * P.heads + h];
         if (CONTROL == 6u && h == 0u) { wh = 1.0; }
-        terms[lid] = round_bf16(select(0.0, dot, dot > 0.0) * wh);
+        terms[lid] = round_bf16(ls_mul_term(ls_relu(dot), wh));
     }
     workgroupBarrier();
     let tk = wid.x * kpw + lid;

@@ -21,7 +21,7 @@ fn sel_emit(row: u32, i: u32, kept: bool, slot: u32) {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x + wid.y * 32768u;
     if (row >= P.m) { return; }
     let n = select(P.n, P.n - 1u, CONTROL == 2u);

@@ -8,7 +8,7 @@ struct Params { zero: u32, m: u32, n: u32, groups_x: u32 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * P.n) { return; }
     if (CONTROL == 1u && i == P.m * P.n - 1u) { return; }

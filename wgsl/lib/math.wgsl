@@ -3,8 +3,8 @@
 // Kernels set LS_ZERO from a uniform holding 0, so no product below can be contracted into an fma.
 var<private> LS_ZERO: u32;
 
-// The IEEE product rounded on its own.
-fn mul_rn(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO); }
+// The IEEE product rounded on its own, at or below 2^-126 flushed to a signed zero.
+fn mul_rn(a: f32, b: f32) -> f32 { return ls_flp(bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO)); }
 
 // A product known to be exact, kept opaque like mul_rn so no compiler rewrites the error-free sums around it.
 fn ls_mul_ex(a: f32, b: f32) -> f32 { return mul_rn(a, b); }

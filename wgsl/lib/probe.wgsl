@@ -26,7 +26,7 @@ fn apply(a: f32, b: f32) -> f32 {
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.n) { return; }
     var v = x[i];

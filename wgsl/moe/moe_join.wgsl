@@ -1,4 +1,4 @@
-// MoE join per element: the row's routed outputs added to +0.0 by ascending expert id, then the shared output, then bf16; = kernels::moe::join_row and round_bf16.
+// MoE join per element: the row's routed outputs added to +0.0 by ascending expert id, then the shared output, each sum flushed, then bf16; = kernels::moe::join_row and round_bf16.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, d: u32, k: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -10,7 +10,7 @@ struct Params { zero: u32, m: u32, d: u32, k: u32, groups_x: u32 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * P.d) { return; }
     if (CONTROL == 3u && i == P.m * P.d - 1u) { return; }
@@ -33,9 +33,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         if (CONTROL == 1u) { best = j; }
         prev = bid;
-        acc = acc + routed[slot_map[mrow * P.k + best] * P.d + c];
+        acc = ls_add(acc, routed[slot_map[mrow * P.k + best] * P.d + c]);
     }
-    acc = acc + shared_out[i];
+    acc = ls_add(acc, shared_out[i]);
     if (CONTROL != 4u) { acc = round_bf16(acc); }
     y[i] = acc;
 }

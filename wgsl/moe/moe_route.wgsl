@@ -1,4 +1,4 @@
-// MoE router per row: s = func(mul_rn(z, 1/temp)); k passes each taking the best (s + bias) after the previous pick by (value desc, index asc); weights s[pick] / (canonical sum in pick order + 1e-20), times the route scale; = kernels::moe::route_row.
+// MoE router per row (sums and differences flushed, a zero max +0): s = func(mul_rn(z, 1/temp)); k passes each taking the best (s + bias) after the previous pick by (value desc, index asc); weights s[pick] / (canonical sum in pick order + 1e-20), times the route scale; = kernels::moe::route_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, e: u32, k: u32, func: u32, has_temp: u32, inv_temp: f32, normalize: u32, route_scale: f32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -35,7 +35,7 @@ fn scaled(src: u32, i: u32) -> f32 {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x + wid.y * 32768u;
     if (row >= P.m) { return; }
     var src = row;
@@ -44,12 +44,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (lid == 0u) {
             var mx = -0x1.fffffep+127f;
             for (var i = 0u; i < P.e; i++) { mx = max(mx, scaled(src, i)); }
+            mx = ls_pz(mx);
             let nb = (P.e + 31u) >> 5u;
             var total = 0.0;
             var seg = 0.0;
             for (var b = 0u; b < nb; b++) {
                 var acc = 0.0;
-                for (var i = b * 32u; i < min(b * 32u + 32u, P.e); i++) { acc = acc + ls_exp(scaled(src, i) - mx); }
+                for (var i = b * 32u; i < min(b * 32u + 32u, P.e); i++) { acc = acc + ls_exp(ls_sub(scaled(src, i), mx)); }
                 seg = seg + acc;
                 if ((b & 7u) == 7u || b + 1u == nb) {
                     total = total + seg;
@@ -70,12 +71,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         } else if (P.func == 1u) {
             v = ls_sigmoid(x);
         } else if (CONTROL == 7u) {
-            v = ls_exp(x - sm.x) * sm.y;
+            v = ls_exp(ls_sub(x, sm.x)) * sm.y;
         } else {
-            v = mul_rn(ls_exp(x - sm.x), sm.y);
+            v = mul_rn(ls_exp(ls_sub(x, sm.x)), sm.y);
         }
         s[i] = v;
-        biased[i] = v + select(bias[i], bias_vl[i], vl);
+        biased[i] = ls_add(v, select(bias[i], bias_vl[i], vl));
     }
     workgroupBarrier();
     var pv = 0.0;

@@ -10,7 +10,7 @@ var<workgroup> aq_max: array<f32, 256>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let nb = P.k >> 5u;
     let total = P.m * nb;
     let blk = (wid.x + wid.y * P.groups_x) * 8u + (lid >> 5u);

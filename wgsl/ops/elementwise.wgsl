@@ -1,4 +1,4 @@
-// Elementwise y = a + b (OP 0), y = a * s[row] (OP 1), y = round_bf16(a) (OP 2); each one correctly rounded op.
+// Elementwise y = a + b (OP 0), y = a * s[row] (OP 1), y = round_bf16(a) (OP 2); each one correctly rounded op, flushed (N7).
 override OP: u32 = 0u;
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, d: u32, groups_x: u32 }
@@ -9,7 +9,7 @@ struct Params { zero: u32, m: u32, d: u32, groups_x: u32 }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * P.d) { return; }
     let row = i / P.d;
@@ -17,7 +17,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (CONTROL == 2u) { nrow = min(row + 1u, P.m - 1u); }
     var v = 0.0;
     if (OP == 0u) {
-        v = a[i] + b[nrow * P.d + i - row * P.d];
+        v = ls_add(a[i], b[nrow * P.d + i - row * P.d]);
     } else if (OP == 1u) {
         v = mul_rn(a[i], b[nrow]);
     } else {

@@ -8,7 +8,7 @@ struct Params { zero: u32, m: u32, d: u32, inv_d: f32, eps: f32, bf16_out: u32 }
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x;
     let nb = (P.d + 31u) >> 5u;
     var src = row;

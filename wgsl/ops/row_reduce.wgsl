@@ -21,7 +21,7 @@ fn canonical_total(nseg: u32, lid: u32, reverse: bool) -> f32 {
     return r;
 }
 
-// Maximum over the workgroup of each thread's partial maximum (order-free).
+// Maximum over the workgroup of each thread's partial maximum (order-free; a zero result is +0).
 fn workgroup_max(v: f32, lid: u32) -> f32 {
     red_max[lid] = v;
     workgroupBarrier();
@@ -29,7 +29,7 @@ fn workgroup_max(v: f32, lid: u32) -> f32 {
         if (lid < w) { red_max[lid] = max(red_max[lid], red_max[lid + w]); }
         workgroupBarrier();
     }
-    let r = red_max[0];
+    let r = ls_pz(red_max[0]);
     workgroupBarrier();
     return r;
 }

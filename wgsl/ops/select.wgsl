@@ -20,7 +20,7 @@ fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x;
     var src = row;
     if (CONTROL == 4u) { src = min(row + 1u, P.m - 1u); }

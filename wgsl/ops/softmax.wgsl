@@ -9,7 +9,7 @@ fn scaled(i: u32) -> f32 { return mul_rn(x[i], P.scale); }
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let row = wid.x;
     let base = row * P.d;
     var src = base;
@@ -25,7 +25,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         for (var b = s * 8u; b < min(s * 8u + 8u, last); b++) {
             var acc = 0.0;
             for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
-                var d = scaled(base + i) - mx;
+                var d = ls_sub(scaled(base + i), mx);
                 if (CONTROL == 3u) { d = x[base + i] * P.scale - mx; }
                 acc = acc + ls_exp(d);
             }
@@ -35,7 +35,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     let r = ls_recip(canonical_total(nseg, lid, CONTROL == 2u));
     for (var i = lid; i < P.d; i += 256u) {
-        let v = mul_rn(ls_exp(scaled(base + i) - mx), r);
+        let v = mul_rn(ls_exp(ls_sub(scaled(base + i), mx)), r);
         if (!(CONTROL == 5u && row == 0u && i == 0u)) { y[base + i] = v; }
     }
 }

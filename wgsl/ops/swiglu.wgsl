@@ -9,7 +9,7 @@ struct Params { zero: u32, m: u32, f: u32, limit: f32, bf16_out: u32, groups_x: 
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * P.f) { return; }
     let row = i / P.f;

@@ -29,7 +29,7 @@ fn qat_fp4_scale_exp(a: f32) -> i32 {
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let bs = select(32u, 16u, KIND == 1u);
     let nb = P.n / bs;
     let blk = gid.x + gid.y * P.groups_x * 64u;

@@ -1,4 +1,4 @@
-// RoPE, one thread per output: pair i of the last rd dims of each head becomes (mul_rn(a, c) - mul_rn(b, s), mul_rn(a, s) + mul_rn(b, c)), s negated for the inverse; every output rounded to bf16; = kernels::rope::rotate.
+// RoPE, one thread per output: pair i of the last rd dims of each head becomes (mul_rn(a, c) - mul_rn(b, s), mul_rn(a, s) + mul_rn(b, c)), sums flushed, s negated for the inverse; every output rounded to bf16; = kernels::rope::rotate.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, heads: u32, head_dim: u32, rd: u32, inverse: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -8,7 +8,7 @@ struct Params { zero: u32, m: u32, heads: u32, head_dim: u32, rd: u32, inverse: 
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let width = P.heads * P.head_dim;
     let i = gid.x + gid.y * P.groups_x * 64u;
     if (i >= P.m * width) { return; }
@@ -28,10 +28,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         var s = cs[trow * P.rd + (P.rd >> 1u) + pair];
         if ((P.inverse != 0u) != (CONTROL == 1u)) { s = -s; }
         if ((q & 1u) == 0u) {
-            v = mul_rn(a, c) - mul_rn(b, s);
+            v = ls_sub(mul_rn(a, c), mul_rn(b, s));
             if (CONTROL == 3u) { v = a * c - b * s; }
         } else {
-            v = mul_rn(a, s) + mul_rn(b, c);
+            v = ls_add(mul_rn(a, s), mul_rn(b, c));
             if (CONTROL == 3u) { v = a * s + b * c; }
         }
     }

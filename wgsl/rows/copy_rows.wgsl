@@ -7,7 +7,7 @@ struct Params { zero: u32, rows: u32, cols: u32, src_row0: u32, dst_row0: u32, r
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    LS_ZERO = P.zero;
+    ls_init(P.zero, CONTROL);
     let idx = gid.x + gid.y * P.grid_x * 64u;
     let width = P.cols * P.repeat;
     if (idx >= P.rows * width) { return; }

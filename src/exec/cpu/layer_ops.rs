@@ -34,7 +34,7 @@ pub(super) fn engram_gate(ex: &CpuExecutor, h: &CpuTensor, kv: &CpuTensor, qk: (
     let (q, k) = (ex.values(qk.0)?, ex.values(qk.1)?);
     let n = p.hc * p.d;
     shapes::engram_gate((h.rows, h.cols), (kv.rows, kv.cols), (q.len(), k.len()), p, live.len())?;
-    let w: Vec<f32> = q.iter().zip(&k).map(|(a, b)| a * b).collect();
+    let w = engram::gate_weight(&q, &k);
     Ok(CpuTensor::from_rows(h.rows, n, |i| engram::gate_row(h.row(i), kv.row(i), &w, p, live[i])))
 }
 

@@ -5,6 +5,7 @@ use crate::exec::shapes::{self, bf16_valued};
 use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::kernels::ops::{self, RmsNorm};
+use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
 use crate::weights::{Checkpoint, TensorView};
 use layer_ops as m;
@@ -192,7 +193,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn scale(&mut self, x: &CpuTensor, s: f32, out: Out) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.iter().map(|v| v * s).collect(), out) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.iter().map(|&v| mul_rn(v, s)).collect(), out) })
     }
 
     fn add(&mut self, a: &CpuTensor, b: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {

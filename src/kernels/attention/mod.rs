@@ -2,6 +2,7 @@
 use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
 
 pub mod contract;
+use crate::numerics::edge::{max, mul_term, sub};
 use crate::numerics::math::{div, exp, mul_rn};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
@@ -59,18 +60,18 @@ pub fn call_keys<'a>(kv: &'a [f32], ring: &'a [f32], comp: &'a [f32], sel_row: &
     keys
 }
 
-/// One query row `q` [heads*dim] over `keys` (each [dim], K = V): the window rows by ascending position, then the selected compressed rows by ascending index. Canonical order, per head h: s_k = mul_rn(canonical_sum(q_h * kv_k), scale) (exact products); M = max(max_k s_k, -1e30); p_k = exp(s_k - M); denom = canonical_sum_k(p_k) + exp(sink_h - M); o_h[i] = bf16(div(canonical_sum_k(mul_rn(p_k, kv_k[i])), denom)), every sum over keys in key order.
+/// One query row `q` [heads*dim] over `keys` (each [dim], K = V): the window rows by ascending position, then the selected compressed rows by ascending index. Canonical order, per head h: s_k = mul_rn(canonical_sum(mul_term(q_h, kv_k)), scale); M = max(max_k s_k, -1e30), a zero +0; p_k = exp(sub(s_k, M)); denom = canonical_sum_k(p_k) + exp(sink_h - M); o_h[i] = bf16(div(canonical_sum_k(mul_term(p_k, kv_k[i])), denom)), every sum over keys in key order.
 pub fn attend_row(q: &[f32], keys: &[&[f32]], sink: &[f32], dim: usize, scale: f32) -> Vec<f32> {
     let heads = sink.len();
     let n = keys.len();
     let mut out = Vec::with_capacity(heads * dim);
     for (h, &sink_h) in sink.iter().enumerate() {
         let qh = &q[h * dim..(h + 1) * dim];
-        let s: Vec<f32> = keys.iter().map(|k| mul_rn(canonical_sum(dim, |i| qh[i] * k[i], |_| 1.0), scale)).collect();
-        let m = s.iter().fold(-1e30f32, |a, &v| a.max(v));
-        let p: Vec<f32> = s.iter().map(|&v| exp(v - m)).collect();
-        let denom = canonical_sum(n, |k| p[k], |_| 1.0) + exp(sink_h - m);
-        out.extend((0..dim).map(|i| round_bf16(div(canonical_sum(n, |k| mul_rn(p[k], keys[k][i]), |_| 1.0), denom))));
+        let s: Vec<f32> = keys.iter().map(|k| mul_rn(canonical_sum(dim, |i| mul_term(qh[i], k[i]), |_| 1.0), scale)).collect();
+        let m = s.iter().fold(-1e30f32, |a, &v| max(a, v));
+        let p: Vec<f32> = s.iter().map(|&v| exp(sub(v, m))).collect();
+        let denom = canonical_sum(n, |k| p[k], |_| 1.0) + exp(sub(sink_h, m));
+        out.extend((0..dim).map(|i| round_bf16(div(canonical_sum(n, |k| mul_term(p[k], keys[k][i]), |_| 1.0), denom))));
     }
     out
 }

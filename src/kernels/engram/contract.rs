@@ -105,7 +105,7 @@ impl Kernel for EngramKernel {
         let (hc, d) = (p.hc, p.d);
         let f: Vec<Vec<f32>> = inputs.data[..4].iter().map(|x| x.f32s()).collect();
         let live = &inputs.data[4].bytes;
-        let w: Vec<f32> = f[2].iter().zip(&f[3]).map(|(a, b)| a * b).collect();
+        let w = engram::gate_weight(&f[2], &f[3]);
         let mut y = Vec::with_capacity(case.rows * hc * d);
         for r in 0..case.rows {
             let is_live = live[r * 4..r * 4 + 4] != [0, 0, 0, 0];

@@ -3,6 +3,7 @@ pub mod contract;
 pub mod grouped;
 
 use crate::gpu::{Arg, Buf, Gpu, GpuError, PipelineKey, Recorder, Shader};
+use crate::numerics::edge::term;
 use crate::numerics::{bf16_to_f32, e2m1_to_f32, e4m3_to_f32, e8m0_to_f32, sum::canonical_sum};
 
 /// Weight storage formats of the model's GEMMs.
@@ -177,7 +178,7 @@ pub fn oracle(fmt: WeightFormat, m: usize, n: usize, k: usize, x: &[f32], xs: &[
         for i in 0..m {
             let xr = &x[i * k..(i + 1) * k];
             let xsc = |b: usize| if fmt == WeightFormat::Bf16 { 1.0 } else { xs[i * nb + b] };
-            out[i * n + j] = canonical_sum(k, |t| xr[t] * wr[t], |b| xsc(b) * wsc[b]);
+            out[i * n + j] = canonical_sum(k, |t| term(xr[t] * wr[t]), |b| xsc(b) * wsc[b]);
         }
     }
     out

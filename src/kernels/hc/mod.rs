@@ -1,4 +1,5 @@
 //! mHC oracles (spec 2.4): the mix product with its rsqrt, the pre/post/comb split with Sinkhorn, collapse and expand, all in f32.
+use crate::numerics::edge::{add, mul_term, pos_zero, sub};
 use crate::numerics::math::{div, exp, mul_rn, recip, rsqrt, sigmoid};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
@@ -29,15 +30,15 @@ impl HcParams {
     }
 }
 
-/// The raw mixes of one row: `mu_m = canonical_sum_t(mul_rn(x_t, fn[m][t])) * rsqrt(canonical_sum_t(x_t^2) * (1/n) + eps)`.
+/// The raw mixes of one row: `mu_m = mul_rn(canonical_sum_t(mul_term(x_t, fn[m][t])), rsqrt(mul_rn(canonical_sum_t(mul_rn(x_t, x_t)), 1/n) + eps))`.
 pub fn mix_product(x: &[f32], hc_fn: &[f32], p: &HcParams) -> Vec<f32> {
     let n = x.len();
     let inv_n = (1.0 / n as f64) as f32;
-    let r = rsqrt(canonical_sum(n, |t| x[t] * x[t], |_| 1.0) * inv_n + p.norm_eps);
+    let r = rsqrt(mul_rn(canonical_sum(n, |t| mul_rn(x[t], x[t]), |_| 1.0), inv_n) + p.norm_eps);
     (0..p.mix_dim())
         .map(|m| {
             let w = &hc_fn[m * n..(m + 1) * n];
-            canonical_sum(n, |t| mul_rn(x[t], w[t]), |_| 1.0) * r
+            mul_rn(canonical_sum(n, |t| mul_term(x[t], w[t]), |_| 1.0), r)
         })
         .collect()
 }
@@ -47,20 +48,20 @@ fn small_sum(n: usize, term: impl Fn(usize) -> f32) -> f32 {
     canonical_sum(n, term, |_| 1.0)
 }
 
-/// Splits raw mixes into `[pre (hc), post (hc), comb (hc x hc, row-major [i][j])]`. Canonical order: pre = sigmoid(mul_rn(mu, scale0) + base) + eps; post = 2 sigmoid(..); comb = row softmax (exp(c - max) * recip(ascending row sum)) + eps, then a column pass, then iters-1 (row, column) passes, each entry divided by (its ascending row or column sum + eps).
+/// Splits raw mixes into `[pre (hc), post (hc), comb (hc x hc, row-major [i][j])]`. Canonical order (sums and differences flushed): pre = sigmoid(mul_rn(mu, scale0) + base) + eps; post = 2 sigmoid(..); comb = row softmax (exp(c - max) * recip(ascending row sum), a zero max +0) + eps, then a column pass, then iters-1 (row, column) passes, each entry divided by (its ascending row or column sum + eps).
 pub fn split_sinkhorn(mu: &[f32], scale: &[f32], base: &[f32], p: &HcParams) -> Vec<f32> {
     let hc = p.hc;
     let mut out = Vec::with_capacity(p.mix_dim());
-    out.extend((0..hc).map(|i| sigmoid(mul_rn(mu[i], scale[0]) + base[i]) + p.hc_eps));
-    out.extend((hc..2 * hc).map(|i| 2.0 * sigmoid(mul_rn(mu[i], scale[1]) + base[i])));
-    let mut c: Vec<f32> = (2 * hc..p.mix_dim()).map(|i| mul_rn(mu[i], scale[2]) + base[i]).collect();
+    out.extend((0..hc).map(|i| sigmoid(add(mul_rn(mu[i], scale[0]), base[i])) + p.hc_eps));
+    out.extend((hc..2 * hc).map(|i| 2.0 * sigmoid(add(mul_rn(mu[i], scale[1]), base[i]))));
+    let mut c: Vec<f32> = (2 * hc..p.mix_dim()).map(|i| add(mul_rn(mu[i], scale[2]), base[i])).collect();
     for i in 0..hc {
         let row = &mut c[i * hc..(i + 1) * hc];
-        let mx = row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
-        let e: Vec<f32> = row.iter().map(|&v| exp(v - mx)).collect();
+        let mx = pos_zero(row.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)));
+        let e: Vec<f32> = row.iter().map(|&v| exp(sub(v, mx))).collect();
         let r = recip(small_sum(hc, |j| e[j]));
         for j in 0..hc {
-            row[j] = e[j] * r + p.hc_eps;
+            row[j] = mul_rn(e[j], r) + p.hc_eps;
         }
     }
     let cols = |c: &mut Vec<f32>| {
@@ -89,16 +90,16 @@ pub fn mixes(x: &[f32], hc_fn: &[f32], scale: &[f32], base: &[f32], p: &HcParams
     split_sinkhorn(&mix_product(x, hc_fn, p), scale, base, p)
 }
 
-/// Collapse of one row of `hc` streams of `d`: `y[k] = bf16(sum_i mul_rn(pre_i, h_i[k]))`, i ascending from +0.0.
+/// Collapse of one row of `hc` streams of `d`: `y[k] = bf16(sum_i mul_term(pre_i, h_i[k]))`, i ascending from +0.0.
 pub fn collapse(h: &[f32], pre: &[f32], hc: usize, d: usize) -> Vec<f32> {
-    (0..d).map(|k| round_bf16(small_sum(hc, |i| mul_rn(pre[i], h[i * d + k])))).collect()
+    (0..d).map(|k| round_bf16(small_sum(hc, |i| mul_term(pre[i], h[i * d + k])))).collect()
 }
 
-/// Expand of one row: `h'_j[k] = bf16(mul_rn(post_j, out[k]) + sum_i mul_rn(comb[i][j], h_i[k]))`, i ascending from +0.0.
+/// Expand of one row: `h'_j[k] = bf16(add(mul_rn(post_j, out[k]), sum_i mul_term(comb[i][j], h_i[k])))`, i ascending from +0.0.
 pub fn expand(out: &[f32], h: &[f32], post: &[f32], comb: &[f32], hc: usize, d: usize) -> Vec<f32> {
     let mut y = Vec::with_capacity(hc * d);
     for j in 0..hc {
-        y.extend((0..d).map(|k| round_bf16(mul_rn(post[j], out[k]) + small_sum(hc, |i| mul_rn(comb[i * hc + j], h[i * d + k])))));
+        y.extend((0..d).map(|k| round_bf16(add(mul_rn(post[j], out[k]), small_sum(hc, |i| mul_term(comb[i * hc + j], h[i * d + k]))))));
     }
     y
 }

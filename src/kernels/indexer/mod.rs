@@ -5,6 +5,7 @@ mod select_contract;
 use crate::kernels::dispatch::{grid64, key, row_groups};
 use crate::kernels::ops::topk;
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
+use crate::numerics::edge::{mul_term, relu};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
@@ -66,7 +67,7 @@ pub fn record_index_topk(rec: &mut Recorder, scores: &Buf, out: &Buf, m: usize, 
     rec.dispatch(&key(INDEX_TOPK, control, &[]), &[m as u32, n as u32, k as u32], &[Arg::Whole(scores), Arg::Whole(out)], row_groups(m))
 }
 
-/// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf. Canonical order, per key t and head h: dot = bf16(canonical_sum(q_h * k_t)) (exact products); term = bf16(relu(dot) * w_h); score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
+/// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf. Canonical order, per key t and head h: dot = bf16(canonical_sum(mul_term(q_h, k_t))); term = bf16(mul_term(relu(dot), w_h)); score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
 pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize) -> Vec<f32> {
     let heads = w.len();
     let t_len = keys.len() / dim.max(1);
@@ -79,8 +80,8 @@ pub fn scores_row(q: &[f32], w: &[f32], keys: &[f32], dim: usize, visible: usize
             let terms: Vec<f32> = (0..heads)
                 .map(|h| {
                     let qh = &q[h * dim..(h + 1) * dim];
-                    let dot = round_bf16(canonical_sum(dim, |i| qh[i] * k[i], |_| 1.0));
-                    round_bf16((if dot > 0.0 { dot } else { 0.0 }) * w[h])
+                    let dot = round_bf16(canonical_sum(dim, |i| mul_term(qh[i], k[i]), |_| 1.0));
+                    round_bf16(mul_term(relu(dot), w[h]))
                 })
                 .collect();
             round_bf16(canonical_sum(heads, |h| terms[h], |_| 1.0))

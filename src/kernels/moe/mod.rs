@@ -2,9 +2,10 @@
 pub mod contract;
 
 use crate::kernels::dispatch::{grid64, key, row_groups};
-use crate::kernels::ops::{softmax, topk};
+use crate::kernels::ops::topk;
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
-use crate::numerics::math::{div, sigmoid, softplus, sqrt};
+use crate::numerics::edge::{add, max, sub};
+use crate::numerics::math::{div, exp, mul_rn, recip, sigmoid, softplus, sqrt};
 use crate::numerics::sum::canonical_sum;
 
 pub(crate) const MOE_ROUTE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "moe_route", variant: "ref", source: include_str!("../../../wgsl/moe/moe_route.wgsl") };
@@ -78,26 +79,30 @@ pub struct RouteParams {
     pub route_scale: f32,
 }
 
-/// Routes one row of gate logits `z` [n_experts] (f32): (expert ids in pick order, weights). Canonical order: s = func(z * inv_temp); picks = top-k of (s + bias) by (value desc, index asc); w_k = div(s[pick_k], canonical_sum over picks in pick order + 1e-20) when normalizing; w_k = w_k * route_scale.
+/// Routes one row of gate logits `z` [n_experts] (f32): (expert ids in pick order, weights). Canonical order (sums and differences flushed): s = func(mul_rn(z, inv_temp)) (softmax: max from f32::MIN, a zero +0, exp(z - max) times recip of the canonical sum); picks = top-k of (s + bias) by (value desc, index asc); w_k = div(s[pick_k], canonical_sum over picks in pick order + 1e-20) when normalizing; w_k = mul_rn(w_k, route_scale).
 pub fn route_row(z: &[f32], bias: &[f32], p: &RouteParams) -> (Vec<u32>, Vec<f32>) {
     let n = z.len();
     let zt: Vec<f32> = match p.inv_temp {
-        Some(t) => z.iter().map(|v| v * t).collect(),
+        Some(t) => z.iter().map(|&v| mul_rn(v, t)).collect(),
         None => z.to_vec(),
     };
     let s: Vec<f32> = match p.func {
         ScoreFunc::SqrtSoftplus => zt.iter().map(|&v| sqrt(softplus(v))).collect(),
         ScoreFunc::Sigmoid => zt.iter().map(|&v| sigmoid(v)).collect(),
-        ScoreFunc::Softmax => softmax(&zt, n, 1.0),
+        ScoreFunc::Softmax => {
+            let mx = zt.iter().fold(f32::MIN, |a, &v| max(a, v));
+            let r = recip(canonical_sum(n, |i| exp(sub(zt[i], mx)), |_| 1.0));
+            zt.iter().map(|&v| mul_rn(exp(sub(v, mx)), r)).collect()
+        }
     };
-    let biased: Vec<f32> = s.iter().zip(bias).map(|(a, b)| a + b).collect();
+    let biased: Vec<f32> = s.iter().zip(bias).map(|(&a, &b)| add(a, b)).collect();
     let (idx, _) = topk(&biased, n, p.k.min(n));
     let mut w: Vec<f32> = idx.iter().map(|&i| s[i as usize]).collect();
     if p.normalize && w.len() > 1 {
         let denom = canonical_sum(w.len(), |i| w[i], |_| 1.0) + 1e-20;
         w.iter_mut().for_each(|v| *v = div(*v, denom));
     }
-    w.iter_mut().for_each(|v| *v *= p.route_scale);
+    w.iter_mut().for_each(|v| *v = mul_rn(*v, p.route_scale));
     (idx, w)
 }
 
@@ -107,9 +112,9 @@ pub fn join_row(routed: &[(u32, &[f32])], shared: &[f32]) -> Vec<f32> {
     order.sort_by_key(|(e, _)| *e);
     let mut y = vec![0.0f32; shared.len()];
     for (_, o) in order {
-        y.iter_mut().zip(o.iter()).for_each(|(a, b)| *a += b);
+        y.iter_mut().zip(o.iter()).for_each(|(a, &b)| *a = add(*a, b));
     }
-    y.iter_mut().zip(shared).for_each(|(a, b)| *a += b);
+    y.iter_mut().zip(shared).for_each(|(a, &b)| *a = add(*a, b));
     y
 }
 

@@ -4,7 +4,8 @@ pub mod select_contract;
 
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::kernels::dispatch::{grid64, key};
-use crate::numerics::math::{exp, recip, rsqrt, silu};
+use crate::numerics::edge::{add, max, sub};
+use crate::numerics::math::{exp, mul_rn, recip, rsqrt, silu};
 use crate::numerics::{act_quant_elem, act_scale_exp, e4m3_to_f32, pow2, round_bf16, sum::canonical_sum};
 
 macro_rules! op_shader {
@@ -91,10 +92,10 @@ pub fn record_rmsnorm(rec: &mut Recorder, p: &RmsNorm, x: &Buf, w: &Buf, y: &Buf
 pub fn rmsnorm(p: &RmsNorm, x: &[f32], w: &[f32]) -> Vec<f32> {
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks(p.d) {
-        let total = canonical_sum(p.d, |i| row[i] * row[i], |_| 1.0);
-        let r = rsqrt(total * p.inv_d() + p.eps);
+        let total = canonical_sum(p.d, |i| mul_rn(row[i], row[i]), |_| 1.0);
+        let r = rsqrt(mul_rn(total, p.inv_d()) + p.eps);
         y.extend(row.iter().zip(w).map(|(&v, &wi)| {
-            let o = wi * (v * r);
+            let o = mul_rn(wi, mul_rn(v, r));
             if p.bf16_out {
                 round_bf16(o)
             } else {
@@ -118,7 +119,7 @@ pub fn swiglu(g: &[f32], u: &[f32], rw: &[f32], f: usize, limit: f32, bf16_out: 
         .zip(u)
         .enumerate()
         .map(|(i, (&gv, &uv))| {
-            let v = silu(gv.min(limit)) * uv.clamp(-limit, limit) * rw[i / f];
+            let v = mul_rn(mul_rn(silu(gv.min(limit)), uv.clamp(-limit, limit)), rw[i / f]);
             if bf16_out {
                 round_bf16(v)
             } else {
@@ -138,8 +139,8 @@ pub fn record_elementwise(rec: &mut Recorder, op: Elementwise, a: &Buf, b: &Buf,
 /// The elementwise op on the CPU.
 pub fn elementwise(op: Elementwise, a: &[f32], b: &[f32], d: usize) -> Vec<f32> {
     match op {
-        Elementwise::Add => a.iter().zip(b).map(|(x, y)| x + y).collect(),
-        Elementwise::Scale => a.iter().enumerate().map(|(i, x)| x * b[i / d]).collect(),
+        Elementwise::Add => a.iter().zip(b).map(|(&x, &y)| add(x, y)).collect(),
+        Elementwise::Scale => a.iter().enumerate().map(|(i, &x)| mul_rn(x, b[i / d])).collect(),
         Elementwise::RoundBf16 => a.iter().map(|&x| round_bf16(x)).collect(),
     }
 }
@@ -153,10 +154,10 @@ pub fn record_softmax(rec: &mut Recorder, x: &Buf, y: &Buf, m: usize, d: usize, 
 pub fn softmax(x: &[f32], d: usize, scale: f32) -> Vec<f32> {
     let mut y = Vec::with_capacity(x.len());
     for row in x.chunks(d) {
-        let mx = row.iter().fold(f32::MIN, |a, &v| a.max(v * scale));
-        let total = canonical_sum(d, |i| exp(row[i] * scale - mx), |_| 1.0);
+        let mx = row.iter().fold(f32::MIN, |a, &v| max(a, mul_rn(v, scale)));
+        let total = canonical_sum(d, |i| exp(sub(mul_rn(row[i], scale), mx)), |_| 1.0);
         let r = recip(total);
-        y.extend(row.iter().map(|&v| exp(v * scale - mx) * r));
+        y.extend(row.iter().map(|&v| mul_rn(exp(sub(mul_rn(v, scale), mx)), r)));
     }
     y
 }

@@ -3,6 +3,7 @@ pub mod contract;
 
 use crate::kernels::dispatch::{bad_shape, grid64, key};
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
+use crate::numerics::edge::{add, flush, sub};
 use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
 
@@ -24,10 +25,10 @@ pub fn record_rope(rec: &mut Recorder, x: &Buf, cs: &Buf, y: &Buf, rows: usize, 
 /// The cos/sin row of absolute position `pos`: `[cos_0 .. cos_{rd/2-1}, sin_0 .. sin_{rd/2-1}]`, each computed in f64 and rounded once.
 pub fn table_row(pos: usize, inv_freq: &[f64]) -> Vec<f32> {
     let angles: Vec<f64> = inv_freq.iter().map(|&f| pos as f64 * f).collect();
-    angles.iter().map(|a| a.cos() as f32).chain(angles.iter().map(|a| a.sin() as f32)).collect()
+    angles.iter().map(|a| flush(a.cos() as f32)).chain(angles.iter().map(|a| flush(a.sin() as f32))).collect()
 }
 
-/// Rotates one row of `heads` vectors of `head_dim`: pair i of the last `cs.len()` dims becomes `(a c - b s, a s + b c)` with unfused products (`s` negated when `inverse`); output rounded to bf16.
+/// Rotates one row of `heads` vectors of `head_dim`: pair i of the last `cs.len()` dims becomes `(a c - b s, a s + b c)` with unfused products and flushed sums (`s` negated when `inverse`); output rounded to bf16.
 pub fn rotate(x: &[f32], cs: &[f32], heads: usize, head_dim: usize, inverse: bool) -> Vec<f32> {
     let half = cs.len() / 2;
     let rd = 2 * half;
@@ -38,8 +39,8 @@ pub fn rotate(x: &[f32], cs: &[f32], heads: usize, head_dim: usize, inverse: boo
             let (a, b) = (x[base + 2 * i], x[base + 2 * i + 1]);
             let c = cs[i];
             let s = if inverse { -cs[half + i] } else { cs[half + i] };
-            y[base + 2 * i] = mul_rn(a, c) - mul_rn(b, s);
-            y[base + 2 * i + 1] = mul_rn(a, s) + mul_rn(b, c);
+            y[base + 2 * i] = sub(mul_rn(a, c), mul_rn(b, s));
+            y[base + 2 * i + 1] = add(mul_rn(a, s), mul_rn(b, c));
         }
     }
     y.iter_mut().for_each(|v| *v = round_bf16(*v));

@@ -53,12 +53,12 @@ const ERF_B7: f32 = f32::from_bits(0xb856e4ea);
 /// From here on erf(x) rounds to 1.
 const ERF_X_ONE: f32 = f32::from_bits(0x407ae148);
 
-/// The IEEE product rounded on its own (Rust never contracts).
+/// The IEEE product rounded on its own (Rust never contracts), at or below 2^-126 flushed to a signed zero (rule N7).
 #[inline(always)]
 pub fn mul_rn(a: f32, b: f32) -> f32 {
     #[cfg(test)]
     tests::watch(a, b);
-    a * b
+    crate::numerics::edge::flush_product(a * b)
 }
 
 /// A product known to be exact; WGSL keeps it opaque too, so no compiler rewrites the error-free sums around it.
