@@ -1,6 +1,6 @@
 //! Runs gates 1-4 and the planted controls for every registered kernel on one device (or the CPU oracle).
 use super::report::{KernelLine, Summary};
-use super::{probe_edges, probe_fusion, Case, Inputs, Kernel, Outputs, Rng, Variant};
+use super::{probe_edges, probe_fusion, Case, Inputs, Kernel, Needs, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
@@ -120,10 +120,12 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
         None => None,
     };
     let mut summary = Summary::new(gpu, seed, fusion.as_ref());
-    summary.edges = match gpu {
-        Some(g) => probe_edges(g)?.to_string(),
-        None => "n/a".to_string(),
+    let edges = match gpu {
+        Some(g) => Some(probe_edges(g)?),
+        None => None,
     };
+    summary.edges = edges.as_ref().map_or_else(|| "n/a".to_string(), |e| e.to_string());
+    let preserves = edges.as_ref().is_some_and(|e| e.subnormals() == "preserved");
     let mut hasher = Sha256::new();
     for &k in kernels {
         if let Some(p) = &opts.only {
@@ -177,13 +179,19 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
             line.gate_ms = t.elapsed().as_secs_f64() * 1e3;
             let t = Instant::now();
             let control_runs: Vec<&CaseRun> = runs.iter().filter(|c| k.supports(variant, &c.case) && !c.case.edge).take(2).collect();
+            let edge_runs: Vec<&CaseRun> = runs.iter().filter(|c| k.supports(variant, &c.case) && c.case.edge).collect();
             for ctl in k.controls() {
-                if ctl.needs_fusion && !fusion.as_ref().is_some_and(|f| f.plain_fuses) {
+                let applies = match ctl.needs {
+                    Needs::Any => true,
+                    Needs::Fusion => fusion.as_ref().is_some_and(|f| f.plain_fuses),
+                    Needs::Subnormals => preserves,
+                };
+                if !applies {
                     line.controls_na += 1;
                     continue;
                 }
                 let mut red = false;
-                for c in &control_runs {
+                for c in if ctl.needs == Needs::Subnormals { &edge_runs } else { &control_runs } {
                     let (m, g2, g3, _) = gates_123(gpu, k, variant, c, ctl.id)?;
                     if m > 1.0 || !g2 || !g3 {
                         red = true;

@@ -87,26 +87,39 @@ impl Inputs {
 /// Outputs as 32-bit words, one vector per output tensor.
 pub type Outputs = Vec<Vec<u32>>;
 
+/// The device behaviour a control is aimed at; elsewhere it is `n/a`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Every device must catch it.
+    Any,
+    /// A device that contracts unguarded products.
+    Fusion,
+    /// A device that keeps subnormals (run over the edge cases, which drive values below 2^-126).
+    Subnormals,
+}
+
 /// A planted defect selected by the override constant `CONTROL`.
 #[derive(Clone, Copy, Debug)]
 pub struct Control {
     pub id: u32,
     pub name: &'static str,
-    /// Aimed at a device that contracts unguarded products: `n/a` where the device does not.
-    pub needs_fusion: bool,
+    pub needs: Needs,
 }
 
 impl Control {
     /// A control every device must catch.
     pub const fn new(id: u32, name: &'static str) -> Control {
-        Control { id, name, needs_fusion: false }
+        Control { id, name, needs: Needs::Any }
     }
 
     /// A control only a fusing device can catch.
     pub const fn fusion(id: u32, name: &'static str) -> Control {
-        Control { id, name, needs_fusion: true }
+        Control { id, name, needs: Needs::Fusion }
     }
 }
+
+/// The control every kernel with a canonical flush carries: `CONTROL == 90` (LS_CONTROL_KEEP in wgsl/lib/edge.wgsl) turns every flush and term drop into the identity.
+pub const KEEP_SUBNORMALS: Control = Control { id: 90, name: "keep subnormals", needs: Needs::Subnormals };
 
 /// Workgroup resources a variant uses, checked against the portability baseline and the device.
 #[derive(Clone, Copy, Debug)]

@@ -11,6 +11,20 @@ pub fn gamma(n: usize) -> f64 {
     nu / (1.0 - nu)
 }
 
+/// The most a canonical flush moves one result (N7): a value at or below 2^-126 becomes zero.
+pub const FLUSH: f64 = 1.0 / (1u128 << 126) as f64;
+
+/// The most a dropped term moves a sum (N7): terms below 2^-103 are zero.
+pub const TERM: f64 = 1.0 / (1u128 << 103) as f64;
+
+/// A random value of magnitude in [2^lo, 2^(hi+1)), either sign, rounded to bf16 (the edge inputs that drive sums and products below 2^-126).
+pub fn tiny(rng: &mut Rng, lo: i32, hi: i32) -> f32 {
+    let e = lo + rng.below((hi - lo + 1) as u64) as i32;
+    let m = 1.0 + rng.below(128) as f32 / 128.0;
+    let v = m * crate::numerics::pow2(e);
+    if rng.next_u32() & 1 == 0 { v } else { -v }
+}
+
 /// Additions on the longest path of a canonical sum of `len` terms (block, segment, total) plus the scaling.
 pub fn canonical_depth(len: usize) -> usize {
     let nb = len.div_ceil(32);

@@ -1,7 +1,7 @@
 //! Contract registrations of sparse attention with sink, compressor pooling and row copies.
 use crate::kernels::attention::{self, AttnDims};
-use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, TERM, U};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::round_bf16;
 
@@ -115,6 +115,7 @@ impl Kernel for SparseAttentionKernel {
             (0..n * sh.dim)
                 .map(|i| match (case.edge, (i / sh.dim) % 5) {
                     (true, 0) => if i % 2 == 0 { 0.0 } else { -0.0 },
+                    (true, _) if i % sh.dim % 7 == 3 => tiny(rng, -126, -100),
                     (true, 1) => round_bf16(rng.normal() * 448.0),
                     _ => round_bf16(rng.normal() * s),
                 })
@@ -190,6 +191,7 @@ impl Kernel for SparseAttentionKernel {
             Control::new(5, "drop the sink from the denominator"),
             Control::fusion(6, "weight values without mul_rn"),
             Control::new(7, "read ring slot (pos + 1) mod window"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -226,7 +228,7 @@ fn reference_and_bound(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
                 .map(|k| qh.iter().zip(k.iter()).fold((0.0, 0.0), |(s, a), (&x, &y)| (s + f64::from(x) * f64::from(y), a + (f64::from(x) * f64::from(y)).abs())))
                 .collect();
             let s: Vec<f64> = dots.iter().map(|d| d.0 * scale).collect();
-            let ds: Vec<f64> = dots.iter().zip(&s).map(|(d, sv)| gd * d.1 * scale + U * sv.abs()).collect();
+            let ds: Vec<f64> = dots.iter().zip(&s).map(|(d, sv)| gd * d.1 * scale + U * sv.abs() + sh.dim as f64 * TERM * scale).collect();
             let m = s.iter().fold(-1e30f64, |a, &v| a.max(v));
             let dmax = ds.iter().fold(0.0f64, |a, &v| a.max(v));
             let sink_h = f64::from(sink[h]);
@@ -239,7 +241,7 @@ fn reference_and_bound(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
                 let abs: f64 = p.iter().zip(&keys).map(|(pk, k)| pk * f64::from(k[d]).abs()).sum();
                 let vmax = keys.iter().fold(0.0f64, |a, k| a.max(f64::from(k[d]).abs()));
                 let o = num / den;
-                let f32_err = ((abs / den) * (e + U + gn) + o.abs() * (e + gn) + 4.0 * U * o.abs()) * 1.02 + n as f64 * vmax * 2f64.powi(-126) / den;
+                let f32_err = ((abs / den) * (e + U + gn) + o.abs() * (e + gn) + 4.0 * U * o.abs()) * 1.02 + n as f64 * (vmax * 2f64.powi(-126) + TERM) / den;
                 refs.push(o);
                 bounds.push(f32_err + (o.abs() + f32_err) / 256.0 + 1e-37);
             }

@@ -1,7 +1,7 @@
 //! Contract registration of compressor pooling.
 use crate::kernels::compressor::{self, pool_groups};
-use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH, TERM, U};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 
 static COMPRESS_POOL_KERNEL: CompressPoolKernel = CompressPoolKernel;
@@ -73,7 +73,7 @@ impl Kernel for CompressPoolKernel {
                     2 => *gv = if (i / sh.hd).is_multiple_of(2) { 200.0 } else { -200.0 },
                     3 => *kv *= 1e30,
                     4 => *gv = 87.0,
-                    _ => {}
+                    _ => *kv = tiny(rng, -126, -100),
                 }
             }
         }
@@ -123,6 +123,7 @@ impl Kernel for CompressPoolKernel {
             Control::new(3, "pool the next group's members"),
             Control::new(4, "leave the first carried word unwritten"),
             Control::new(5, "double the softmax weights"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -161,7 +162,8 @@ fn pool_reference(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
             let abs: f64 = (0..r).map(|t| e[t] / total * member(j * r + t, c, false).abs()).sum();
             let arg = gv.iter().map(|v| U * (v - mx).abs() + 4.0 * U).fold(0.0, f64::max);
             let ep = 2.0 * arg + gs + 5.0 * U;
-            let f = abs * (ep + U + gs) * 1.01;
+            let kmax = (0..r).map(|t| member(j * r + t, c, false).abs()).fold(0.0, f64::max);
+            let f = abs * (ep + U + gs) * 1.01 + r as f64 * (TERM + FLUSH * kmax);
             refs.push(o);
             bounds.push(f + (o.abs() + f) / 256.0 + 1e-37);
         }

@@ -1,8 +1,8 @@
 //! Contract registration of the engram gate (`case.n` = d, `case.k` = hc); inputs h, kv, q_weight, k_weight, live.
 use crate::kernels::engram::{self, EngramGate};
-use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, words, U};
+use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, tiny, words, FLUSH, TERM, U};
 use crate::kernels::hc::stream_contract::{stream_rows, BF16_HALF};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError};
 use crate::numerics::round_bf16;
 
@@ -39,7 +39,8 @@ fn gates(case: &Case, inputs: &Inputs) -> Vec<(f64, f64)> {
             let scale = 1.0 / (ms(hs) + eps).sqrt() / (ms(ks) + eps).sqrt() / (d as f64).sqrt();
             let dot = (0..d).map(|i| hs[i] * w[i] * ks[i]).sum::<f64>() * scale;
             let abs_terms = (0..d).map(|i| (hs[i] * w[i] * ks[i]).abs()).sum::<f64>() * scale;
-            let dd = 1.01 * (gamma(depth) * abs_terms * (1.0 + rel) + dot.abs() * rel);
+            let kmax = ks.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            let dd = 1.01 * (gamma(depth) * abs_terms * (1.0 + rel) + dot.abs() * rel) + d as f64 * (TERM + FLUSH * kmax) * scale;
             let root = dot.abs().max(floor).sqrt();
             let (lo, hi) = (((dot.abs() - dd).max(floor)).sqrt(), (dot.abs() + dd).max(floor).sqrt());
             let g = sigmoid(if dot < 0.0 { -root } else { root });
@@ -86,6 +87,10 @@ impl Kernel for EngramKernel {
             kv[(hc + 1) * d + d..(hc + 1) * d + 2 * d].fill(0.0);
             h[2 * hc * d + 2 * d..2 * hc * d + 3 * d].copy_from_slice(&kv[2 * (hc + 1) * d + 2 * d..2 * (hc + 1) * d + 3 * d].iter().map(|&v| round_bf16(v)).collect::<Vec<_>>());
             h[3 * hc * d..3 * hc * d + 8].copy_from_slice(&[-0.0, 65280.0, -65280.0, 1e-20, 0.0, -0.0, 3.0, -3.0]);
+            // The last row: streams and values near 2^-126, so squares, products and the gated sums fall below it.
+            let last = case.rows - 1;
+            h[last * hc * d..(last + 1) * hc * d].iter_mut().for_each(|v| *v = tiny(rng, -126, -118));
+            kv[(last * (hc + 1) + hc) * d..(last + 1) * (hc + 1) * d].iter_mut().for_each(|v| *v = tiny(rng, -126, -112));
         }
         Inputs {
             data: vec![
@@ -135,6 +140,7 @@ impl Kernel for EngramKernel {
             Control::new(5, "leave the last output unwritten"),
             Control::new(6, "ignore the live flag"),
             Control::new(7, "drop the sign of the dot"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -155,7 +161,7 @@ impl EngramKernel {
                 for i in 0..d {
                     let (hv, v) = (f64::from(h[(r * hc + c) * d + i]), f64::from(kv[(r * (hc + 1) + hc) * d + i]));
                     let val = hv + gv * v;
-                    let e = dg * v.abs() + U * (gv * v).abs() + U * (hv.abs() + (gv * v).abs());
+                    let e = dg * v.abs() + U * (gv * v).abs() + U * (hv.abs() + (gv * v).abs()) + 2.0 * FLUSH;
                     out.push((val, e + BF16_HALF * (val.abs() + e)));
                 }
             }

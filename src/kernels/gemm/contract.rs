@@ -1,8 +1,8 @@
 //! Contract registrations of the three GEMM formats: shapes, random and edge inputs, controls.
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
 use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs};
-use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, tiny, words, TERM};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2};
 
@@ -25,6 +25,16 @@ const CONTROLS: &[Control] = &[
     Control::new(3, "read the neighbouring row in the last block"),
     Control::new(4, "leave one output unwritten"),
     Control::new(5, "double the first block's scale"),
+];
+
+/// bf16 GEMMs drop products below 2^-103 (N7); e4m3 and e2m1 products and, with the loader's scale floors, scaled sums never come near 2^-126, so they have no flush to drop.
+const BF16_CONTROLS: &[Control] = &[
+    Control::new(1, "skip the last K block"),
+    Control::new(2, "reverse the segment order"),
+    Control::new(3, "read the neighbouring row in the last block"),
+    Control::new(4, "leave one output unwritten"),
+    Control::new(5, "double the first block's scale"),
+    KEEP_SUBNORMALS,
 ];
 
 /// (label, n, k) of the model's real shapes per format, with N trimmed when quick.
@@ -143,13 +153,14 @@ impl Kernel for GemmKernel {
                 x[i * k + t] = match (bf16, case.edge) {
                     (true, false) => bf16_normal(rng, 1.0),
                     (false, false) => e4m3_to_f32(e4m3_code(rng)),
+                    (true, true) if i + 1 == m => tiny(rng, -70, -50),
                     (true, true) => [65280.0, -65280.0, 0.0, -0.0, 1.0][(i + t) % 5],
                     (false, true) => [448.0, -448.0, 0.0, -0.0, 0.001953125][(i * 3 + t) % 5],
                 };
             }
             if !bf16 {
                 for b in 0..nb {
-                    xs[i * nb + b] = pow2(rng.below(13) as i32 - 10);
+                    xs[i * nb + b] = pow2(if case.edge && b % 2 == 0 { -22 } else { rng.below(13) as i32 - 10 });
                 }
             }
         }
@@ -158,7 +169,11 @@ impl Kernel for GemmKernel {
             for t in 0..k {
                 match self.fmt {
                     WeightFormat::Bf16 => {
-                        let v = if case.edge { [1.0, -1.0, 0.0, 65280.0][(j + t) % 4] } else { bf16_normal(rng, 0.05) };
+                        let v = match case.edge {
+                            true if j + 1 == n => tiny(rng, -60, -40),
+                            true => [1.0, -1.0, 0.0, 65280.0][(j + t) % 4],
+                            false => bf16_normal(rng, 0.05),
+                        };
                         w.extend_from_slice(&bf16_from_f32(v).to_le_bytes());
                     }
                     WeightFormat::E4m3 => w.push(if case.edge { [0x7e, 0xfe, 0x00, 0x80, 0x01][(j + 2 * t) % 5] } else { e4m3_code(rng) }),
@@ -172,7 +187,9 @@ impl Kernel for GemmKernel {
                 }
             }
         }
-        let ws: Vec<u8> = (0..gemm::scale_bytes(self.fmt, n, k)).map(|_| 120 + rng.below(15) as u8).collect();
+        // Edge scales include the loader's floors (2^-85 for e4m3, 2^-93 for e2m1), where the smallest scaled block sums are 2^-125.
+        let floor = if self.fmt == WeightFormat::E4m3 { 42 } else { 34 };
+        let ws: Vec<u8> = (0..gemm::scale_bytes(self.fmt, n, k)).map(|i| if case.edge && i % 3 == 0 { floor } else { 120 + rng.below(15) as u8 }).collect();
         let mut data = vec![Data::rows_f32(&x, k)];
         if !bf16 {
             data.push(Data::rows_f32(&xs, nb));
@@ -199,7 +216,7 @@ impl Kernel for GemmKernel {
     fn bound(&self, case: &Case, inputs: &Inputs, _reference: &[f64]) -> Vec<f64> {
         let (x, xs, w, ws) = self.unpack(inputs);
         let g = gamma(canonical_depth(case.k));
-        gemm::reference(self.fmt, case.rows, case.n, case.k, &x, &xs, w, ws).1.iter().map(|a| g * a).collect()
+        gemm::reference(self.fmt, case.rows, case.n, case.k, &x, &xs, w, ws).1.iter().map(|a| g * a + case.k as f64 * TERM).collect()
     }
 
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
@@ -230,7 +247,7 @@ impl Kernel for GemmKernel {
     }
 
     fn controls(&self) -> &'static [Control] {
-        CONTROLS
+        if self.fmt == WeightFormat::Bf16 { BF16_CONTROLS } else { CONTROLS }
     }
 
     fn footprint(&self, variant: &Variant) -> Footprint {

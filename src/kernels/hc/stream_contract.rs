@@ -1,7 +1,7 @@
 //! Contract registrations of mHC collapse and expand (`case.n` = d, `case.k` = hc | mix columns << 8).
 use crate::kernels::hc;
-use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH, TERM};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{pow2, round_bf16};
 
@@ -33,6 +33,8 @@ pub(crate) fn stream_rows(rng: &mut Rng, rows: usize, width: usize, edge: bool) 
         v.extend((0..width).map(|i| {
             if edge && i % 5 == r % 5 {
                 [0.0f32, -0.0, 65280.0, -1.0e-20, f32::from_bits(0x3f80_8000)][i % 5]
+            } else if edge && i % 3 == 1 {
+                tiny(rng, -126, -100)
             } else {
                 round_bf16(rng.normal() * s)
             }
@@ -130,7 +132,7 @@ impl Kernel for StreamKernel {
             .iter()
             .zip(reference)
             .map(|(t, r)| {
-                let e = gamma(n) * t.iter().map(|v| v.abs()).sum::<f64>();
+                let e = gamma(n) * t.iter().map(|v| v.abs()).sum::<f64>() + n as f64 * (TERM + FLUSH);
                 e + BF16_HALF * (r.abs() + e)
             })
             .collect()
@@ -161,6 +163,7 @@ impl Kernel for StreamKernel {
                 Control::new(4, "use the next row's mix"),
                 Control::new(5, "leave the last output unwritten"),
                 Control::new(6, "double the post scale"),
+                KEEP_SUBNORMALS,
             ] }
         } else {
             const { &[
@@ -170,6 +173,7 @@ impl Kernel for StreamKernel {
                 Control::new(4, "use the next row's pre"),
                 Control::new(5, "leave the last output unwritten"),
                 Control::new(6, "skip the bf16 rounding"),
+                KEEP_SUBNORMALS,
             ] }
         }
     }

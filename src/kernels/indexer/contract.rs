@@ -2,8 +2,8 @@
 use super::select_contract::{self as select, random_scores};
 
 use crate::kernels::indexer;
-use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, run_uploaded, words};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, run_uploaded, tiny, words, TERM};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{e2m1_to_f32, pow2};
 
@@ -44,8 +44,8 @@ fn head_terms(q: &[f32], w: &[f32], k: &[f32], dim: usize) -> (f64, f64, f64) {
         let d: f64 = qh.iter().zip(k).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
         let a: f64 = qh.iter().zip(k).map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs()).sum();
         let wa = f64::from(wh).abs();
-        let e_h = gd * a + BF * (d.abs() + gd * a);
-        let f_h = wa * e_h + BF * wa * (d.max(0.0) + e_h);
+        let e_h = gd * a + dim as f64 * TERM + BF * (d.abs() + gd * a + dim as f64 * TERM);
+        let f_h = wa * e_h + TERM + BF * wa * (d.max(0.0) + e_h);
         exact += d.max(0.0) * f64::from(wh);
         mag += wa * d.max(0.0) + f_h;
         err += f_h;
@@ -117,9 +117,15 @@ impl Kernel for IndexScoresKernel {
         let (heads, dim) = heads_dim(case);
         let (rows, t) = (case.rows, case.n);
         let mut q = Vec::with_capacity(rows * heads * dim);
-        for _ in 0..rows * heads * dim.div_ceil(32) {
+        for bi in 0..rows * heads * dim.div_ceil(32) {
             let e = rng.below(5) as i32 - 3;
-            q.extend((0..32).map(|_| if case.edge { [0.0, -0.0, 1.0, -1.0, 0.5][rng.below(5) as usize] } else { bf16_normal(rng, pow2(e)) }));
+            // Edge: the last row's queries are tiny, so its products straddle 2^-103.
+            let tiny_head = bi * 32 / (heads * dim) + 1 == rows;
+            q.extend((0..32).map(|_| match (case.edge, tiny_head) {
+                (true, true) => tiny(rng, -126, -98),
+                (true, false) => [0.0, -0.0, 1.0, -1.0, 0.5][rng.below(5) as usize],
+                _ => bf16_normal(rng, pow2(e)),
+            }));
         }
         q.truncate(rows * heads * dim);
         let mut keys = Vec::with_capacity(t * dim);
@@ -178,6 +184,7 @@ impl Kernel for IndexScoresKernel {
             Control::new(4, "leave one output unwritten"),
             Control::new(5, "skip the bf16 rounding of each head's dot"),
             Control::new(6, "drop head 0's weight"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {

@@ -1,7 +1,7 @@
 //! Contract registrations of the MoE family: the router and the join (row gathers and the embedding in moe_rows_contract.rs).
 use crate::kernels::moe::{self, RouteParams, ScoreFunc};
-use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, run_uploaded, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, run_uploaded, tiny, words, U};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError};
 use crate::numerics::round_bf16;
 
@@ -127,6 +127,7 @@ impl Kernel for MoeRouteKernel {
             route_case("awkward 1000 experts top-32", 2, 1000, 32, 0, true, true),
             route_case("awkward 1 expert top-1", 2, 1, 1, 0, false, true),
             route_case("edge 384 experts top-6 tied", 4, 384, 6, 0, false, true).edge(),
+            route_case("edge sigmoid 16 experts top-4 near 2^-126", 3, 16, 4, 1, false, true).edge(),
         ]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
@@ -137,6 +138,13 @@ impl Kernel for MoeRouteKernel {
         let mut z = z;
         if !case.edge {
             tie_pairs(&mut z, &mut b, e);
+        }
+        if case.edge && route_params(case).func == ScoreFunc::Sigmoid {
+            // Every fourth expert scores just above 2^-126 and its bias takes it below; the others score 0: the flush decides the picks.
+            for (i, v) in z.iter_mut().enumerate() {
+                *v = if i % 4 == 0 { -87.0 - 0.2 * rng.uniform(0.0, 1.0) } else { -100.0 };
+            }
+            b.iter_mut().enumerate().for_each(|(j, v)| *v = if j % 4 == 0 { -f32::MIN_POSITIVE } else { 0.0 });
         }
         let image: Vec<u32> = (0..case.rows as u32).map(|i| i % 2).collect();
         Inputs {
@@ -183,6 +191,7 @@ impl Kernel for MoeRouteKernel {
             Control::new(5, "skip the last pick in the denominator"),
             Control::new(6, "route from the next row's logits"),
             Control::fusion(7, "softmax probability times recip without mul_rn before the bias add"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -232,7 +241,7 @@ impl Kernel for MoeJoinKernel {
         }
         let idf: Vec<f32> = ids.iter().map(|&e| e as f32).collect();
         let map = moe::pack_routes(&idf, k).slot_map;
-        let value = |rng: &mut Rng| if case.edge { [0.0, -0.0, 1.0, -1.0, 0.00390625][rng.below(5) as usize] } else { bf16_normal(rng, 0.05) };
+        let value = |rng: &mut Rng| if case.edge { [0.0, -0.0, 1.0, -1.0, 0.00390625, tiny(rng, -126, -124)][rng.below(6) as usize] } else { bf16_normal(rng, 0.05) };
         let mut routed: Vec<f32> = (0..m * k * d).map(|_| value(rng)).collect();
         if !case.edge && k > 1 {
             cancel_extremes(&mut routed, &ids, &map, k, d);
@@ -275,6 +284,7 @@ impl Kernel for MoeJoinKernel {
             Control::new(3, "leave the last output unwritten"),
             Control::new(4, "skip the bf16 rounding"),
             Control::new(5, "read the next row's packed rows"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {

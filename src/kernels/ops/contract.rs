@@ -1,7 +1,7 @@
 //! Contract registrations of act_quant, RMSNorm, SwiGLU and the elementwise ops.
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
-use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH, U};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::{e4m3_to_f32, pow2, round_bf16};
 
@@ -176,11 +176,13 @@ impl Kernel for RmsNormKernel {
             rows_case("awkward", 2, 100),
             rows_case("awkward", 3, 1),
             rows_case("bf16 out", 4, 4096),
+            rows_case("edge", 4, 256).edge(),
         ]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
-        let x = normal_rows(rng, case.rows, case.n, 10);
-        let w: Vec<f32> = (0..case.n).map(|_| round_bf16(1.0 + 0.1 * rng.normal())).collect();
+        // Edge rows: squares below 2^-126 in the sum, weights that take the outputs below it.
+        let x = if case.edge { (0..case.rows * case.n).map(|_| tiny(rng, -68, -60)).collect() } else { normal_rows(rng, case.rows, case.n, 10) };
+        let w: Vec<f32> = (0..case.n).map(|i| if case.edge && i % 2 == 0 { tiny(rng, -100, -90) } else { round_bf16(1.0 + 0.1 * rng.normal()) }).collect();
         Inputs { data: vec![Data::rows_f32(&x, case.n), Data::shared(bytemuck::cast_slice(&w).to_vec())] }
     }
     fn out_row_words(&self, case: &Case) -> Vec<usize> {
@@ -201,7 +203,7 @@ impl Kernel for RmsNormKernel {
     }
     fn bound(&self, case: &Case, _inputs: &Inputs, reference: &[f64]) -> Vec<f64> {
         let rel = 0.5 * gamma(canonical_depth(case.n) + 3) + 6.0 * U + if case.label.starts_with("bf16") { 1.0 / 256.0 } else { 0.0 };
-        reference.iter().map(|r| r.abs() * rel + 1e-37).collect()
+        reference.iter().map(|r| r.abs() * rel + FLUSH).collect()
     }
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
@@ -224,6 +226,7 @@ impl Kernel for RmsNormKernel {
             Control::new(4, "leave one output unwritten"),
             Control::new(5, "normalise by the next row's statistics"),
             Control::new(6, "double one weight"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -252,11 +255,12 @@ impl Kernel for SwigluKernel {
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 4 } else { 64 };
-        vec![rows_case("expert", r, 2304), rows_case("tiny", 6, 64), rows_case("awkward", 3, 33), Case { k: 1, ..rows_case("bf16 out", 5, 2304) }]
+        vec![rows_case("expert", r, 2304), rows_case("tiny", 6, 64), rows_case("awkward", 3, 33), Case { k: 1, ..rows_case("bf16 out", 5, 2304) }, rows_case("edge", 4, 64).edge()]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
-        let g: Vec<f32> = (0..case.rows * case.n).map(|_| rng.normal() * 8.0).collect();
-        let u: Vec<f32> = (0..case.rows * case.n).map(|_| rng.normal() * 8.0).collect();
+        // Edge: silu(g) u below 2^-126.
+        let g: Vec<f32> = (0..case.rows * case.n).map(|_| if case.edge { tiny(rng, -72, -60) } else { rng.normal() * 8.0 }).collect();
+        let u: Vec<f32> = (0..case.rows * case.n).map(|_| if case.edge { tiny(rng, -70, -56) } else { rng.normal() * 8.0 }).collect();
         let w: Vec<f32> = (0..case.rows).map(|_| rng.uniform(0.05, 1.5)).collect();
         Inputs { data: vec![Data::rows_f32(&g, case.n), Data::rows_f32(&u, case.n), Data::rows_f32(&w, 1)] }
     }
@@ -278,9 +282,11 @@ impl Kernel for SwigluKernel {
             })
             .collect()
     }
-    fn bound(&self, case: &Case, _inputs: &Inputs, reference: &[f64]) -> Vec<f64> {
+    fn bound(&self, case: &Case, inputs: &Inputs, reference: &[f64]) -> Vec<f64> {
         let rel = 8.0 * U + if case.k == 1 { 1.0 / 256.0 } else { 0.0 };
-        reference.iter().map(|r| r.abs() * rel + 1e-37).collect()
+        let w = inputs.data[2].f32s();
+        // A flushed silu(g) u moves the result by at most 2^-126 w, the final flush by 2^-126.
+        reference.iter().enumerate().map(|(i, r)| r.abs() * rel + FLUSH * (1.0 + f64::from(w[i / case.n]).abs())).collect()
     }
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
@@ -300,6 +306,7 @@ impl Kernel for SwigluKernel {
             Control::new(2, "clamp g from below too"),
             Control::new(3, "leave one output unwritten"),
             Control::new(4, "use the next row's routing weight"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
@@ -333,10 +340,22 @@ impl Kernel for ElementwiseKernel {
                 *v = specials[i % specials.len()];
             }
         }
-        let b = match self.0 {
+        let mut b: Vec<f32> = match self.0 {
             Elementwise::Scale => (0..case.rows).map(|_| rng.normal()).collect(),
             _ => normal_rows(rng, case.rows, case.n, 20),
         };
+        if case.edge && self.0 == Elementwise::Add {
+            // Sums of normals that cancel below 2^-126.
+            for i in (0..a.len()).step_by(3) {
+                a[i] = f32::from_bits(0x0080_0000 + rng.below(0x80_0000) as u32);
+                b[i] = -f32::from_bits(0x0080_0000 + rng.below(0x80_0000) as u32);
+            }
+        }
+        if case.edge && self.0 == Elementwise::Scale {
+            // Products below 2^-126: tiny values times tiny row scales.
+            b.iter_mut().for_each(|s| *s = tiny(rng, -70, -60));
+            a.iter_mut().step_by(2).for_each(|v| *v = tiny(rng, -70, -56));
+        }
         let b_row = if self.0 == Elementwise::Scale { 1 } else { case.n };
         Inputs { data: vec![Data::rows_f32(&a, case.n), Data::rows_f32(&b, b_row)] }
     }
@@ -358,8 +377,8 @@ impl Kernel for ElementwiseKernel {
             .collect()
     }
     fn bound(&self, _case: &Case, _inputs: &Inputs, reference: &[f64]) -> Vec<f64> {
-        let rel = if self.0 == Elementwise::RoundBf16 { 0.0 } else { U };
-        reference.iter().map(|r| r.abs() * rel).collect()
+        let (rel, abs) = if self.0 == Elementwise::RoundBf16 { (0.0, 0.0) } else { (U, FLUSH) };
+        reference.iter().map(|r| r.abs() * rel + abs).collect()
     }
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
@@ -385,6 +404,7 @@ impl Kernel for ElementwiseKernel {
                 Control::new(1, "leave the last output unwritten"),
                 Control::new(2, "read the next row's operand"),
                 Control::new(4, "round the result to bf16"),
+                KEEP_SUBNORMALS,
             ] },
         }
     }

@@ -1,7 +1,7 @@
 //! Contract registrations of softmax, argmax and top-k.
 use crate::kernels::ops;
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, words, U};
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::round_bf16;
 
@@ -34,10 +34,22 @@ impl Kernel for SoftmaxKernel {
             Case::new("sinkhorn 4", 9, 4, 1f32.to_bits() as usize),
             Case::new("awkward 33", 3, 33, 0.7f32.to_bits() as usize),
             Case::new("awkward 1", 2, 1, 1f32.to_bits() as usize),
+            Case::new("edge 64", 4, 64, 1f32.to_bits() as usize).edge(),
         ]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
-        let x: Vec<f32> = (0..case.rows * case.n).map(|_| rng.normal() * 6.0).collect();
+        let mut x: Vec<f32> = (0..case.rows * case.n).map(|_| rng.normal() * 6.0).collect();
+        if case.edge {
+            // Two maxima of 0 halve the weights; e^x near 2^-126 for x near -87.2 then falls below it; tiny entries give tiny differences.
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = match i % case.n {
+                    0 | 1 => 0.0,
+                    j if j % 3 == 0 => -87.0 - 0.3 * rng.uniform(0.0, 1.0),
+                    j if j % 3 == 1 => crate::kernels::util::tiny(rng, -126, -100),
+                    _ => -20.0 * rng.uniform(0.0, 1.0),
+                };
+            }
+        }
         Inputs { data: vec![Data::rows_f32(&x, case.n)] }
     }
     fn out_row_words(&self, case: &Case) -> Vec<usize> {
@@ -87,6 +99,7 @@ impl Kernel for SoftmaxKernel {
             Control::fusion(3, "scale and subtract the max without mul_rn"),
             Control::new(4, "take the max from the next row"),
             Control::new(5, "leave one output unwritten"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {

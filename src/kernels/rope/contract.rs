@@ -1,9 +1,9 @@
 //! Contract registrations of RoPE, forward and inverse (`case.n` = head_dim, `case.k` = heads | rd << 16).
 use crate::kernels::ops::contract::bf16_reference;
 use crate::kernels::rope::{self, table_row};
-use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, words};
+use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH};
 use crate::kernels::hc::stream_contract::BF16_HALF;
-use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant};
+use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 use crate::numerics::pow2;
 
@@ -60,6 +60,8 @@ impl Kernel for RopeKernel {
             x.extend((0..width).map(|i| {
                 if case.edge && i % 3 == 0 {
                     [0.0f32, -0.0, f32::from_bits(0x3f80_8000), -1.0e30, f32::from_bits(0x4040_8000), 65280.0][i / 3 % 6]
+                } else if case.edge && i % 3 == 1 {
+                    tiny(rng, -126, -110)
                 } else {
                     rng.normal() * s
                 }
@@ -88,7 +90,7 @@ impl Kernel for RopeKernel {
             .zip(reference)
             .map(|(t, r)| match t {
                 Some((p, q)) => {
-                    let e = gamma(2) * (p.abs() + q.abs());
+                    let e = gamma(2) * (p.abs() + q.abs()) + 3.0 * FLUSH;
                     e + BF16_HALF * (r.abs() + e)
                 }
                 None => 0.0,
@@ -116,6 +118,7 @@ impl Kernel for RopeKernel {
             Control::fusion(3, "products fused into the add"),
             Control::new(4, "leave the last output unwritten"),
             Control::new(5, "skip the bf16 rounding"),
+            KEEP_SUBNORMALS,
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
