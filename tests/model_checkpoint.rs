@@ -1,4 +1,4 @@
-//! Checkpoint acceptance on the tiny model: deterministic generation, full read-back in both load modes, and clear errors for broken checkpoints.
+//! Checkpoint acceptance on the tiny model: deterministic generation, full read-back in both load modes, canonical values at load, and clear errors for broken checkpoints.
 use lockstep::weights::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FILE};
 use lockstep::model::config::{Config, TINY_CONFIG_JSON};
 use lockstep::model::quantize::{dequantize_fp4, dequantize_fp8_blocks, dequantize_fp8_rows};
@@ -311,4 +311,32 @@ fn single_file_checkpoint_with_hf_spellings_loads() {
         assert_eq!(hf.tensor(n).expect("alias").bytes, orig.tensor(n).expect("orig").bytes, "{n}");
     }
     assert!(hf.get("lm_head.weight").is_some() && hf.get("model.layers.0.attn.wq_a.weight_scale_inv").is_some());
+}
+
+#[test]
+fn subnormal_values_and_tiny_scale_blocks_are_made_canonical_at_load_and_counted() {
+    let (_, clean) = load(base(), LoadMode::Mapped, ValueCheck::All).expect("tiny loads");
+    assert!(clean.canonical().is_empty(), "the generator writes canonical values: {}", clean.canonical());
+    let dir = copy_of_base("subnormal");
+    rewrite_shard(&dir, 2, |t| {
+        let x = t.iter_mut().find(|x| x.0 == "norm.weight").expect("present");
+        x.3[6..8].copy_from_slice(&0x8005u16.to_le_bytes());
+        x.3[20..22].copy_from_slice(&0x0040u16.to_le_bytes());
+    });
+    rewrite_shard(&dir, 1, |t| t.iter_mut().find(|x| x.0 == "layers.2.attn.wkv.scale").expect("present").3[1] = 0);
+    let (_, ck) = load(&dir, LoadMode::Mapped, ValueCheck::All).expect("canonicalized, not refused");
+    let c = ck.canonical();
+    assert_eq!((c.tensors.len(), c.flushed(), c.blocks_zeroed()), (2, 2, 1), "{c}");
+    let norm = ck.tensor("norm.weight").expect("norm").bytes;
+    assert_eq!((&norm[6..8], &norm[20..22]), (&[0x00, 0x80][..], &[0x00, 0x00][..]), "zeros of the values' signs");
+    let stored = &read_shard(&dir.join(shard(2))).into_iter().find(|x| x.0 == "norm.weight").expect("stored").3;
+    assert!(norm[..6] == stored[..6] && norm[8..20] == stored[8..20] && norm[22..] == stored[22..], "the other values are as stored");
+    let wkv = ck.tensor("layers.2.attn.wkv.weight").expect("wkv");
+    let cols = wkv.shape[1];
+    let base_wkv = clean.tensor("layers.2.attn.wkv.weight").expect("wkv").bytes;
+    for (i, (&got, &was)) in wkv.bytes.iter().zip(base_wkv).enumerate() {
+        let in_block = i / cols < 32 && (32..64).contains(&(i % cols));
+        assert_eq!(got, if in_block { 0 } else { was }, "byte {i}");
+    }
+    assert!(ck.is_patched("norm.weight") && ck.is_patched("layers.2.attn.wkv.weight") && !ck.is_patched("layers.2.attn.wkv.scale"));
 }
