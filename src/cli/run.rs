@@ -189,6 +189,9 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
     let sampler = Sampler::new(sampling)?;
     let gpu = open_device(&args.device)?;
     let l = load_model(&args.model, &args.prompt, args.chat)?;
+    if !l.ckpt.canonical().is_empty() {
+        eprintln!("{}", l.ckpt.canonical());
+    }
     let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
     let eos = l.cfg.eos_token_id as u32;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
