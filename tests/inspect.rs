@@ -68,3 +68,14 @@ fn a_planted_subnormal_is_counted_by_inspect_and_reported_by_run() {
     let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("canonical values:")).collect();
     assert_eq!(lines, ["canonical values: 1 tensors changed, 1 subnormal values flushed to zero, 0 quantized blocks below their scale floor zeroed (first: norm.weight)"], "{stderr}");
 }
+
+#[test]
+fn make_tiny_with_edge_values_writes_a_checkpoint_that_is_canonical_as_stored() {
+    let dir = cli_support::temp("inspect", "edge");
+    let model = dir.0.to_str().expect("utf-8");
+    let out = lockstep(&["make-tiny", model, "--seed", "7", "--edge-values"]);
+    assert!(out.status.success(), "make-tiny --edge-values: {}", String::from_utf8_lossy(&out.stderr));
+    let v = inspect_json(&["--model", model]);
+    assert_eq!(v["checkpoint"]["layout"], "matches the config's table");
+    assert_eq!(v["checkpoint"]["values"]["summary"], "finite, canonical as stored");
+}

@@ -3,7 +3,7 @@ use lockstep::weights::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FIL
 use lockstep::model::config::{Config, TINY_CONFIG_JSON};
 use lockstep::model::quantize::{dequantize_fp4, dequantize_fp8_blocks, dequantize_fp8_rows};
 use lockstep::weights::safetensors::{read_header, write_file, Dtype};
-use lockstep::model::{expected_tensors, load, make_tiny, Quant};
+use lockstep::model::{expected_tensors, load, make_tiny, write_checkpoint_values, Quant, Values};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -339,4 +339,34 @@ fn subnormal_values_and_tiny_scale_blocks_are_made_canonical_at_load_and_counted
         assert_eq!(got, if in_block { 0 } else { was }, "byte {i}");
     }
     assert!(ck.is_patched("norm.weight") && ck.is_patched("layers.2.attn.wkv.weight") && !ck.is_patched("layers.2.attn.wkv.scale"));
+}
+
+#[test]
+fn edge_values_are_the_random_draws_rescaled_by_powers_of_two_and_written_canonical() {
+    use lockstep::model::tiny::edge::{NORM_EXP, STREAM_EXP};
+    let dir = tmp("edge");
+    write_checkpoint_values(&dir, 1, TINY_CONFIG_JSON, Values::Edge).expect("edge values");
+    let (_, edge) = load(&dir, LoadMode::Mapped, ValueCheck::All).expect("edge loads");
+    assert!(edge.canonical().is_empty(), "nothing to make canonical: {}", edge.canonical());
+    let (_, random) = load(base(), LoadMode::Mapped, ValueCheck::Off).expect("base");
+    let values = |ck: &Checkpoint, n: &str| ck.tensor(n).expect(n).to_f32().expect("plain");
+    let (e, r) = (values(&edge, "embed.weight"), values(&random, "embed.weight"));
+    let mut flushed = 0;
+    for (x, y) in e.iter().zip(&r) {
+        let want = y * 2f32.powi(-STREAM_EXP);
+        if *x == 0.0 && *y != 0.0 {
+            assert!(want.abs() <= f32::MIN_POSITIVE && x.is_sign_negative() == y.is_sign_negative(), "{y:e} flushed");
+            flushed += 1;
+        } else {
+            assert_eq!(x.to_bits(), want.to_bits(), "{y:e}");
+        }
+    }
+    assert!(flushed > 0 && flushed * 20 < e.len(), "{flushed} of {} embedding values flushed", e.len());
+    let (e, r) = (values(&edge, "layers.3.ffn_norm.weight"), values(&random, "layers.3.ffn_norm.weight"));
+    assert!(e.iter().zip(&r).all(|(x, y)| *x == y * 2f32.powi(NORM_EXP)), "norm weights gain 2^{NORM_EXP}");
+    let (e, r) = (values(&edge, "layers.0.hc_attn_base"), values(&random, "layers.0.hc_attn_base"));
+    assert!(e[..4] == r[..4] && e[8..] == r[8..] && e[4..8].iter().zip(&r[4..8]).all(|(x, y)| y - x > 80.0), "only the post biases move");
+    let same = |n: &str| edge.tensor(n).expect(n).bytes == random.tensor(n).expect(n).bytes;
+    assert!(same("layers.0.attn.wq_a.weight") && same("layers.2.attn.kv_norm.weight") && same("head.weight"), "other tensors keep the random draws");
+    assert!(edge.tensor("layers.1.engram.wkv.weight").expect("wkv").bytes.iter().all(|&c| c == 0), "the engram adds nothing");
 }
