@@ -55,6 +55,9 @@ enum Command {
         /// Backbone layers of the preset (default: the preset's own).
         #[arg(long, requires = "preset")]
         layers: Option<usize>,
+        /// The same draws rescaled by powers of two so the forward's activations reach subnormal range (logits stay meaningful).
+        #[arg(long)]
+        edge_values: bool,
     },
     /// Benchmarks.
     Bench {
@@ -84,6 +87,15 @@ fn open_gpu(device: Option<&str>) -> Result<Option<Gpu>> {
     match DeviceChoice::from_flag_or_env(device) {
         DeviceChoice::Cpu => Ok(None),
         choice => Ok(Some(Gpu::open(&choice).context("opening the device")?)),
+    }
+}
+
+/// The generator's values for the `--edge-values` flag.
+fn values_of(edge: bool) -> lockstep::model::Values {
+    if edge {
+        lockstep::model::Values::Edge
+    } else {
+        lockstep::model::Values::Random
     }
 }
 
@@ -132,14 +144,14 @@ fn main() -> Result<()> {
         Command::Inspect(args) => {
             lockstep::cli::inspect::run(&args, &mut std::io::stdout())?;
         }
-        Command::MakeTiny { dir, seed, config: _, preset: Some(p), layers } => {
+        Command::MakeTiny { dir, seed, config: _, preset: Some(p), layers, edge_values } => {
             let json = lockstep::model::preset::preset_config_json(p.parse()?, layers)?;
             let t0 = std::time::Instant::now();
-            let s = lockstep::model::write_checkpoint(&dir, seed, &json).with_context(|| format!("writing the {p} checkpoint into {}", dir.display()))?;
+            let s = lockstep::model::write_checkpoint_values(&dir, seed, &json, values_of(edge_values)).with_context(|| format!("writing the {p} checkpoint into {}", dir.display()))?;
             eprintln!("wrote {} tensors ({} bytes) in {} files to {} in {:.1} s", s.tensors, s.bytes, s.files.len(), dir.display(), t0.elapsed().as_secs_f64());
         }
-        Command::MakeTiny { dir, seed, config, preset: None, .. } => {
-            lockstep::cli::run::make_tiny_dir(&dir, seed, config.as_deref(), &mut std::io::stderr())?;
+        Command::MakeTiny { dir, seed, config, preset: None, edge_values, .. } => {
+            lockstep::cli::run::make_tiny_dir(&dir, seed, config.as_deref(), values_of(edge_values), &mut std::io::stderr())?;
         }
         Command::Bench { what: BenchWhat::Kernels { device, reps, only } } => {
             let gpu = open_gpu(device.as_deref())?.context("bench needs a GPU adapter")?;

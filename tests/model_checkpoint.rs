@@ -1,9 +1,9 @@
-//! Checkpoint acceptance on the tiny model: deterministic generation, full read-back in both load modes, and clear errors for broken checkpoints.
+//! Checkpoint acceptance on the tiny model: deterministic generation, full read-back in both load modes, canonical values at load, and clear errors for broken checkpoints.
 use lockstep::weights::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FILE};
 use lockstep::model::config::{Config, TINY_CONFIG_JSON};
 use lockstep::model::quantize::{dequantize_fp4, dequantize_fp8_blocks, dequantize_fp8_rows};
 use lockstep::weights::safetensors::{read_header, write_file, Dtype};
-use lockstep::model::{expected_tensors, load, make_tiny, Quant};
+use lockstep::model::{expected_tensors, load, make_tiny, write_checkpoint_values, Quant, Values};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -311,4 +311,62 @@ fn single_file_checkpoint_with_hf_spellings_loads() {
         assert_eq!(hf.tensor(n).expect("alias").bytes, orig.tensor(n).expect("orig").bytes, "{n}");
     }
     assert!(hf.get("lm_head.weight").is_some() && hf.get("model.layers.0.attn.wq_a.weight_scale_inv").is_some());
+}
+
+#[test]
+fn subnormal_values_and_tiny_scale_blocks_are_made_canonical_at_load_and_counted() {
+    let (_, clean) = load(base(), LoadMode::Mapped, ValueCheck::All).expect("tiny loads");
+    assert!(clean.canonical().is_empty(), "the generator writes canonical values: {}", clean.canonical());
+    let dir = copy_of_base("subnormal");
+    rewrite_shard(&dir, 2, |t| {
+        let x = t.iter_mut().find(|x| x.0 == "norm.weight").expect("present");
+        x.3[6..8].copy_from_slice(&0x8005u16.to_le_bytes());
+        x.3[20..22].copy_from_slice(&0x0040u16.to_le_bytes());
+    });
+    rewrite_shard(&dir, 1, |t| t.iter_mut().find(|x| x.0 == "layers.2.attn.wkv.scale").expect("present").3[1] = 0);
+    let (_, ck) = load(&dir, LoadMode::Mapped, ValueCheck::All).expect("canonicalized, not refused");
+    let c = ck.canonical();
+    assert_eq!((c.tensors.len(), c.flushed(), c.blocks_zeroed()), (2, 2, 1), "{c}");
+    let norm = ck.tensor("norm.weight").expect("norm").bytes;
+    assert_eq!((&norm[6..8], &norm[20..22]), (&[0x00, 0x80][..], &[0x00, 0x00][..]), "zeros of the values' signs");
+    let stored = &read_shard(&dir.join(shard(2))).into_iter().find(|x| x.0 == "norm.weight").expect("stored").3;
+    assert!(norm[..6] == stored[..6] && norm[8..20] == stored[8..20] && norm[22..] == stored[22..], "the other values are as stored");
+    let wkv = ck.tensor("layers.2.attn.wkv.weight").expect("wkv");
+    let cols = wkv.shape[1];
+    let base_wkv = clean.tensor("layers.2.attn.wkv.weight").expect("wkv").bytes;
+    for (i, (&got, &was)) in wkv.bytes.iter().zip(base_wkv).enumerate() {
+        let in_block = i / cols < 32 && (32..64).contains(&(i % cols));
+        assert_eq!(got, if in_block { 0 } else { was }, "byte {i}");
+    }
+    assert!(ck.is_patched("norm.weight") && ck.is_patched("layers.2.attn.wkv.weight") && !ck.is_patched("layers.2.attn.wkv.scale"));
+}
+
+#[test]
+fn edge_values_are_the_random_draws_rescaled_by_powers_of_two_and_written_canonical() {
+    use lockstep::model::tiny::edge::{NORM_EXP, STREAM_EXP};
+    let dir = tmp("edge");
+    write_checkpoint_values(&dir, 1, TINY_CONFIG_JSON, Values::Edge).expect("edge values");
+    let (_, edge) = load(&dir, LoadMode::Mapped, ValueCheck::All).expect("edge loads");
+    assert!(edge.canonical().is_empty(), "nothing to make canonical: {}", edge.canonical());
+    let (_, random) = load(base(), LoadMode::Mapped, ValueCheck::Off).expect("base");
+    let values = |ck: &Checkpoint, n: &str| ck.tensor(n).expect(n).to_f32().expect("plain");
+    let (e, r) = (values(&edge, "embed.weight"), values(&random, "embed.weight"));
+    let mut flushed = 0;
+    for (x, y) in e.iter().zip(&r) {
+        let want = y * 2f32.powi(-STREAM_EXP);
+        if *x == 0.0 && *y != 0.0 {
+            assert!(want.abs() <= f32::MIN_POSITIVE && x.is_sign_negative() == y.is_sign_negative(), "{y:e} flushed");
+            flushed += 1;
+        } else {
+            assert_eq!(x.to_bits(), want.to_bits(), "{y:e}");
+        }
+    }
+    assert!(flushed > 0 && flushed * 20 < e.len(), "{flushed} of {} embedding values flushed", e.len());
+    let (e, r) = (values(&edge, "layers.3.ffn_norm.weight"), values(&random, "layers.3.ffn_norm.weight"));
+    assert!(e.iter().zip(&r).all(|(x, y)| *x == y * 2f32.powi(NORM_EXP)), "norm weights gain 2^{NORM_EXP}");
+    let (e, r) = (values(&edge, "layers.0.hc_attn_base"), values(&random, "layers.0.hc_attn_base"));
+    assert!(e[..4] == r[..4] && e[8..] == r[8..] && e[4..8].iter().zip(&r[4..8]).all(|(x, y)| y - x > 80.0), "only the post biases move");
+    let same = |n: &str| edge.tensor(n).expect(n).bytes == random.tensor(n).expect(n).bytes;
+    assert!(same("layers.0.attn.wq_a.weight") && same("layers.2.attn.kv_norm.weight") && same("head.weight"), "other tensors keep the random draws");
+    assert!(edge.tensor("layers.1.engram.wkv.weight").expect("wkv").bytes.iter().all(|&c| c == 0), "the engram adds nothing");
 }

@@ -1,5 +1,5 @@
-//! `lockstep inspect`: what a checkpoint (or a config alone) is before anyone loads it: its shape, its layers' roles, its tensors by dtype, what stays resident on the GPU and on the host, and the state a lane carries.
-use crate::model::{expected_tensors, Checkpoint, Config, LayerMode, LayerPlan, LoadMode, TensorSpec};
+//! `lockstep inspect`: what a checkpoint (or a config alone) is before anyone loads it: its shape, its layers' roles, its tensors by dtype, what stays resident on the GPU and on the host, the state a lane carries, and what the load would change to make its values canonical.
+use crate::model::{expected_tensors, Checkpoint, Config, LayerMode, LayerPlan, LoadMode, TensorSpec, ValueCheck};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -21,6 +21,9 @@ pub struct InspectArgs {
     /// One JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Read headers only: skip the value scan (NaN/inf, and what the load would make canonical).
+    #[arg(long)]
+    pub no_values: bool,
 }
 
 /// Whether a tensor stays on the host (the engram tables are read per step from the mapped file, never uploaded).
@@ -87,6 +90,18 @@ fn by_dtype<'a>(specs: impl Iterator<Item = &'a TensorSpec>) -> BTreeMap<String,
     m
 }
 
+/// The load's value scan (default scope) as JSON: finite or the error, and what it made canonical.
+fn values_json(ck: &mut Checkpoint) -> Value {
+    match ck.check_values(ValueCheck::default()) {
+        Ok(c) => {
+            let changed: Vec<Value> = c.tensors.iter().map(|(n, x)| json!({ "name": n, "flushed": x.flushed, "blocks_zeroed": x.blocks_zeroed })).collect();
+            let line = if c.is_empty() { "finite, canonical as stored".to_string() } else { format!("finite; {c}") };
+            json!({ "summary": line, "tensors_changed": c.tensors.len(), "values_flushed": c.flushed(), "blocks_zeroed": c.blocks_zeroed(), "changed": changed })
+        }
+        Err(e) => json!({ "summary": e.to_string() }),
+    }
+}
+
 /// The inspection as one JSON value.
 fn inspect(args: &InspectArgs) -> Result<Value> {
     let (cfg, source, ckpt) = match (&args.model, &args.config) {
@@ -105,13 +120,14 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
     let backbone = &plan[..cfg.num_hidden_layers.min(plan.len())];
     let (fixed, per_token) = backbone.iter().map(|p| layer_state(&cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1));
     let dtypes: Value = by_dtype(specs.iter()).into_iter().map(|(d, (n, b))| (d, json!({ "tensors": n, "bytes": b }))).collect::<serde_json::Map<_, _>>().into();
-    let checkpoint = ckpt.as_ref().map(|ck| {
+    let checkpoint = ckpt.map(|mut ck| {
         let stored: u64 = ck.names().filter_map(|n| ck.get(n)).map(|v| v.bytes.len() as u64).sum();
         let layout = match ck.check_layout(&specs) {
             Ok(()) => "matches the config's table".to_string(),
             Err(e) => e.to_string(),
         };
-        json!({ "tensors": ck.len(), "bytes": stored, "layout": layout })
+        let values = if args.no_values { Value::Null } else { values_json(&mut ck) };
+        json!({ "tensors": ck.len(), "bytes": stored, "layout": layout, "values": values })
     });
     Ok(json!({
         "source": source,
@@ -166,6 +182,9 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "drafts: {}; vision: {}", v["drafts"].as_str().unwrap_or(""), v["vision"].as_str().unwrap_or(""))?;
     if let Some(ck) = v["checkpoint"].as_object() {
         writeln!(out, "checkpoint: {} tensors, {} bytes; {}", ck["tensors"], ck["bytes"], ck["layout"].as_str().unwrap_or(""))?;
+        if let Some(v) = ck["values"]["summary"].as_str() {
+            writeln!(out, "values: {v}")?;
+        }
     }
     Ok(())
 }

@@ -4,7 +4,8 @@ use crate::exec::{CpuExecutor, Executor, GpuExecutor};
 use crate::model::forward::Model;
 use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
-use crate::model::{load, make_tiny, make_tiny_from_file, Checkpoint, Config, LoadMode, ValueCheck};
+use crate::model::config::TINY_CONFIG_JSON;
+use crate::model::{load, write_checkpoint_values, Checkpoint, Config, LoadMode, ValueCheck, Values};
 use crate::text::{encode_chat, find_tokenizer_json, ChatOptions, Detokenizer, Message, Role, TokenMap, Tokenizer};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -189,6 +190,9 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
     let sampler = Sampler::new(sampling)?;
     let gpu = open_device(&args.device)?;
     let l = load_model(&args.model, &args.prompt, args.chat)?;
+    if !l.ckpt.canonical().is_empty() {
+        eprintln!("{}", l.ckpt.canonical());
+    }
     let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
     let eos = l.cfg.eos_token_id as u32;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
@@ -243,13 +247,13 @@ impl Drive<'_> {
     }
 }
 
-/// Runs `lockstep make-tiny`: writes the checkpoint, then copies the fetched tokenizer files into `dir` (a warning on `warn` when there are none).
-pub fn make_tiny_dir(dir: &Path, seed: u64, config: Option<&Path>, warn: &mut dyn Write) -> Result<()> {
-    let summary = match config {
-        Some(c) => make_tiny_from_file(dir, seed, c),
-        None => make_tiny(dir, seed, None),
-    }
-    .with_context(|| format!("writing the tiny checkpoint into {}", dir.display()))?;
+/// Runs `lockstep make-tiny`: writes the checkpoint (random or edge values), then copies the fetched tokenizer files into `dir` (a warning on `warn` when there are none).
+pub fn make_tiny_dir(dir: &Path, seed: u64, config: Option<&Path>, values: Values, warn: &mut dyn Write) -> Result<()> {
+    let json = match config {
+        Some(c) => std::fs::read_to_string(c).with_context(|| format!("reading {}", c.display()))?,
+        None => TINY_CONFIG_JSON.to_string(),
+    };
+    let summary = write_checkpoint_values(dir, seed, &json, values).with_context(|| format!("writing the tiny checkpoint into {}", dir.display()))?;
     match find_tokenizer_json(Path::new(env!("CARGO_MANIFEST_DIR"))) {
         Some(tj) => {
             std::fs::copy(&tj, dir.join("tokenizer.json")).with_context(|| format!("copying {}", tj.display()))?;

@@ -18,5 +18,5 @@ pub use checkpoint::{load, LoadError};
 pub use config::{Config, ConfigError, ScoringFunc, VisionConfig, Yarn};
 pub use plan::{LayerMode, LayerPlan, RopeTable};
 pub use state::{CompCache, LayerState, SeqState};
-pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, TinyError, TinySummary};
+pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, write_checkpoint_values, TinyError, TinySummary, Values};
 pub use crate::weights::{Checkpoint, CheckpointError, Dtype, LoadMode, TensorView, ValueCheck};

@@ -1,8 +1,10 @@
-//! The checkpoint's files: a sharded or single safetensors directory, memory-mapped or copied (same bytes), its tensors by name, checked against a table of expected tensors.
+//! The checkpoint's files: a sharded or single safetensors directory, memory-mapped or copied (same bytes), its tensors by name, checked against a table of expected tensors, with canonical values served from an overlay.
+pub mod canonical;
 pub mod progress;
 pub mod safetensors;
 mod spec;
 
+pub use canonical::{CanonicalSummary, Changes};
 pub use safetensors::{numel, Dtype, HeaderError};
 pub use spec::{scale_name_of, Quant, TensorSpec};
 
@@ -27,7 +29,7 @@ pub enum LoadMode {
     Copied,
 }
 
-/// Which tensors get the NaN/inf scan.
+/// Which tensors get the NaN/inf scan and are made canonical.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueCheck {
     /// No scan.
@@ -116,6 +118,7 @@ struct Entry {
     shard: usize,
     start: usize,
     end: usize,
+    patched: Option<usize>,
 }
 
 /// A borrowed tensor: dtype, shape and its little-endian bytes.
@@ -155,11 +158,13 @@ pub fn canonical_name(stored: &str) -> String {
     }
 }
 
-/// An open checkpoint: every tensor of every shard, by canonical name.
+/// An open checkpoint: every tensor of every shard, by canonical name; tensors made canonical are served from owned bytes.
 pub struct Checkpoint {
     mode: LoadMode,
     shards: Vec<Shard>,
     entries: BTreeMap<String, Entry>,
+    overlay: Vec<Vec<u8>>,
+    canonical: CanonicalSummary,
 }
 
 impl Checkpoint {
@@ -180,7 +185,7 @@ impl Checkpoint {
             sizes.push(std::fs::metadata(p).map_err(|source| io_err(p, source))?.len());
         }
         let progress = Progress::new("reading weights", if mode == LoadMode::Copied { sizes.iter().sum() } else { 0 });
-        let mut ck = Checkpoint { mode, shards: Vec::new(), entries: BTreeMap::new() };
+        let mut ck = Checkpoint { mode, shards: Vec::new(), entries: BTreeMap::new(), overlay: Vec::new(), canonical: CanonicalSummary::default() };
         for (i, path) in paths.into_iter().enumerate() {
             let bytes = open_bytes(&path, sizes[i], mode, &progress)?;
             let header = parse_header(bytes.as_slice(), sizes[i], &path)?;
@@ -191,7 +196,7 @@ impl Checkpoint {
                     return Err(CheckpointError::Duplicate { name, first, second: path.display().to_string() });
                 }
                 let (start, end) = ((header.data_start + e.start) as usize, (header.data_start + e.end) as usize);
-                ck.entries.insert(name, Entry { stored_name: e.name, dtype: e.dtype, shape: e.shape, shard: i, start, end });
+                ck.entries.insert(name, Entry { stored_name: e.name, dtype: e.dtype, shape: e.shape, shard: i, start, end, patched: None });
             }
             ck.shards.push(Shard { path, bytes });
         }
@@ -227,11 +232,24 @@ impl Checkpoint {
         self.entries.keys().map(String::as_str)
     }
 
-    /// The tensor called `name` (either spelling), if present.
+    /// The tensor called `name` (either spelling), if present: its canonical bytes where the load changed them, else the stored ones.
     pub fn get(&self, name: &str) -> Option<TensorView<'_>> {
         let (key, e) = self.entries.get_key_value(&canonical_name(name))?;
-        let bytes = &self.shards[e.shard].bytes.as_slice()[e.start..e.end];
+        let bytes = match e.patched {
+            Some(i) => &self.overlay[i][..],
+            None => &self.shards[e.shard].bytes.as_slice()[e.start..e.end],
+        };
         Some(TensorView { name: key, dtype: e.dtype, shape: &e.shape, bytes })
+    }
+
+    /// What [`Checkpoint::check_values`] changed to make the values canonical (empty before it runs).
+    pub fn canonical(&self) -> &CanonicalSummary {
+        &self.canonical
+    }
+
+    /// Whether `name` is served from canonical bytes that differ from the stored ones.
+    pub fn is_patched(&self, name: &str) -> bool {
+        self.entries.get(&canonical_name(name)).is_some_and(|e| e.patched.is_some())
     }
 
     /// The tensor called `name`, or a `NotFound` error naming it.
@@ -265,52 +283,74 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Scans weights for NaN/inf: F32 and BF16 exponent all-ones, e4m3 codes 0x7f/0xff, e8m0 255.
-    pub fn check_values(&self, scope: ValueCheck) -> Result<(), CheckpointError> {
+    /// Scans weights for NaN/inf (F32 and BF16 exponent all-ones, e4m3 codes 0x7f/0xff, e8m0 255) and makes them canonical in the same pass (see [`canonical`]); returns what changed, also kept in [`Checkpoint::canonical`].
+    pub fn check_values(&mut self, scope: ValueCheck) -> Result<CanonicalSummary, CheckpointError> {
         let limit = match scope {
-            ValueCheck::Off => return Ok(()),
+            ValueCheck::Off => return Ok(CanonicalSummary::default()),
             ValueCheck::All => u64::MAX,
             ValueCheck::UpTo(n) => n,
         };
+        let mut patches = self.scan_values(limit)?;
+        patches.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut summary = CanonicalSummary::default();
+        for (name, changes, bytes) in patches {
+            if let Some(e) = self.entries.get_mut(&name) {
+                e.patched = Some(self.overlay.len());
+                self.overlay.push(bytes);
+                summary.tensors.push((name, changes));
+            }
+        }
+        self.canonical.tensors.extend(summary.tensors.iter().cloned());
+        self.canonical.tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(summary)
+    }
+
+    /// The scan of [`Checkpoint::check_values`] over tensors of at most `limit` bytes, on up to 8 threads: the changed tensors' canonical bytes, or the first non-finite element.
+    fn scan_values(&self, limit: u64) -> Result<Vec<(String, Changes, Vec<u8>)>, CheckpointError> {
         let work: Vec<TensorView> = self.names().filter_map(|n| self.get(n)).filter(|v| (v.bytes.len() as u64) <= limit).collect();
         let progress = Progress::new("checking weights", work.iter().map(|v| v.bytes.len() as u64).sum());
         let next = std::sync::atomic::AtomicUsize::new(0);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        let mut found: Vec<(usize, usize)> = std::thread::scope(|s| {
+        let (mut found, patches): (Vec<(usize, usize)>, Vec<(String, Changes, Vec<u8>)>) = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
-                        let mut bad = Vec::new();
+                        let (mut bad, mut patched) = (Vec::new(), Vec::new());
                         loop {
                             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(v) = work.get(i) else { return bad };
-                            if let Some(at) = first_non_finite(v.dtype, v.bytes) {
-                                bad.push((i, at));
+                            let Some(v) = work.get(i) else { return (bad, patched) };
+                            match canonical::scan(v.dtype, v.bytes, self.blocks_of(v)) {
+                                canonical::Scan::Canonical => {}
+                                canonical::Scan::Patched(c, bytes) => patched.push((v.name.to_string(), c, bytes)),
+                                canonical::Scan::NonFinite(at) => bad.push((i, at)),
                             }
                             progress.advance(v.bytes.len() as u64);
                         }
                     })
                 })
                 .collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+            let mut all = (Vec::new(), Vec::new());
+            for (bad, patched) in handles.into_iter().map(|h| h.join().unwrap_or_default()) {
+                all.0.extend(bad);
+                all.1.extend(patched);
+            }
+            all
         });
         progress.finish();
         found.sort_unstable();
         match found.first() {
             Some(&(i, index)) => Err(CheckpointError::NonFinite { name: work[i].name.to_string(), index }),
-            None => Ok(()),
+            None => Ok(patches),
         }
     }
-}
 
-/// Index of the first non-finite element, by dtype.
-fn first_non_finite(dtype: Dtype, b: &[u8]) -> Option<usize> {
-    match dtype {
-        Dtype::F32 => b.chunks_exact(4).position(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & 0x7f80_0000 == 0x7f80_0000),
-        Dtype::BF16 => b.chunks_exact(2).position(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7f80 == 0x7f80),
-        Dtype::F8E4M3 => b.iter().position(|&x| x & 0x7f == 0x7f),
-        Dtype::F8E8M0 => b.iter().position(|&x| x == 0xff),
-        Dtype::I8 => None,
+    /// The block layout and scale bytes of a quantized weight (its `.scale` tensor present with a fitting shape).
+    fn blocks_of(&self, v: &TensorView<'_>) -> Option<(canonical::Blocks, &[u8])> {
+        if !matches!(v.dtype, Dtype::F8E4M3 | Dtype::I8) {
+            return None;
+        }
+        let scale = self.get(&scale_name_of(v.name)).filter(|s| s.dtype == Dtype::F8E8M0 && s.name != v.name)?;
+        Some((canonical::Blocks::of(v.dtype, v.shape, scale.shape)?, scale.bytes))
     }
 }
 
@@ -382,11 +422,82 @@ mod tests {
 
     #[test]
     fn non_finite_codes_are_found_per_dtype() {
-        assert_eq!(first_non_finite(Dtype::F8E4M3, &[0x7e, 0xfe, 0xff]), Some(2));
-        assert_eq!(first_non_finite(Dtype::F8E8M0, &[0xfe, 0xff]), Some(1));
-        assert_eq!(first_non_finite(Dtype::BF16, &[0x80, 0x3f, 0x80, 0xff]), Some(1));
-        assert_eq!(first_non_finite(Dtype::F32, &f32::MAX.to_le_bytes()), None);
-        assert_eq!(first_non_finite(Dtype::F32, &f32::NAN.to_le_bytes()), Some(0));
-        assert_eq!(first_non_finite(Dtype::I8, &[0xff]), None);
+        let at = |dtype, b: &[u8]| match canonical::scan(dtype, b, None) {
+            canonical::Scan::NonFinite(i) => Some(i),
+            _ => None,
+        };
+        assert_eq!(at(Dtype::F8E4M3, &[0x7e, 0xfe, 0xff]), Some(2));
+        assert_eq!(at(Dtype::F8E8M0, &[0xfe, 0xff]), Some(1));
+        assert_eq!(at(Dtype::BF16, &[0x80, 0x3f, 0x80, 0xff]), Some(1));
+        assert_eq!(at(Dtype::F32, &f32::MAX.to_le_bytes()), None);
+        assert_eq!(at(Dtype::F32, &f32::NAN.to_le_bytes()), Some(0));
+        assert_eq!(at(Dtype::I8, &[0xff]), None);
+    }
+
+    /// A single-file checkpoint in a fresh temp dir: a BF16, an F32, an fp8 and an fp4 weight with scales; `plant` adds subnormals and a tiny-scale block.
+    fn small_checkpoint(tag: &str, plant: bool) -> (PathBuf, Vec<u8>) {
+        let dir = std::env::temp_dir().join(format!("lockstep-weights-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut s = 0x5eedu64;
+        let mut next = move || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as u32
+        };
+        let mut a: Vec<u16> = (0..32).map(|_| (next() as u16 & 0x807f) | ((1 + next() % 250) as u16) << 7).collect();
+        let mut want = a.clone();
+        let w: Vec<u8> = (0..64 * 32).map(|_| (next() % 0x7e) as u8 | 1).collect();
+        let b: Vec<u8> = (0..16).flat_map(|i| (i as f32 * 0.37 - 2.0).to_le_bytes()).collect();
+        let x: Vec<u8> = (0..2 * 16).map(|_| next() as u8).collect();
+        if plant {
+            for (i, code) in [(1usize, 0x0003u16), (17, 0x8001), (30, 0x007f)] {
+                a[i] = code;
+                want[i] = code & 0x8000;
+            }
+        }
+        let le = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let tensors = vec![
+            ("a.weight".to_string(), Dtype::BF16, vec![4, 8], le(&a)),
+            ("b".to_string(), Dtype::F32, vec![16], b),
+            ("w.weight".to_string(), Dtype::F8E4M3, vec![64, 32], w),
+            ("w.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![100, if plant { 40 } else { 41 }]),
+            ("x.weight".to_string(), Dtype::I8, vec![2, 16], x),
+            ("x.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![33, 90]),
+        ];
+        safetensors::write_file(&dir.join(SINGLE_FILE), &tensors).expect("write");
+        (dir, le(&want))
+    }
+
+    #[test]
+    fn check_values_serves_canonical_bytes_from_an_overlay_and_counts_the_changes() {
+        let (dir, want_a) = small_checkpoint("planted", true);
+        let mut ck = Checkpoint::open(&dir, LoadMode::Mapped).expect("open");
+        let stored_w = ck.tensor("w.weight").expect("w").bytes.to_vec();
+        let first = ck.check_values(ValueCheck::UpTo(64)).expect("finite");
+        assert_eq!(first.tensors, vec![("a.weight".to_string(), Changes { flushed: 3, blocks_zeroed: 0 })], "the scope leaves the 2048-byte weight");
+        let all = ck.check_values(ValueCheck::All).expect("finite");
+        assert_eq!(all.tensors, vec![("w.weight".to_string(), Changes { flushed: 0, blocks_zeroed: 1 })], "what is canonical already is not patched twice");
+        assert_eq!((ck.canonical().tensors.len(), ck.canonical().flushed(), ck.canonical().blocks_zeroed()), (2, 3, 1));
+        assert_eq!(ck.tensor("a.weight").expect("a").bytes, &want_a[..]);
+        let w = ck.tensor("w.weight").expect("w").bytes;
+        assert!(w[..32 * 32] == stored_w[..32 * 32] && w[32 * 32..].iter().all(|&c| c == 0), "only the block of scale code 40 is zeroed");
+        assert!(ck.is_patched("a.weight") && ck.is_patched("w.weight") && !ck.is_patched("b") && !ck.is_patched("x.weight"));
+        assert_eq!(ck.overlay.len(), 2);
+        let text = ck.canonical().to_string();
+        assert!(text.contains("2 tensors changed, 3 subnormal values flushed to zero, 1 quantized blocks"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_canonical_checkpoint_gets_no_overlay_and_its_views_are_the_mapped_bytes() {
+        let (dir, _) = small_checkpoint("canonical", false);
+        let mut ck = Checkpoint::open(&dir, LoadMode::Mapped).expect("open");
+        assert!(ck.check_values(ValueCheck::All).expect("finite").is_empty());
+        assert!(ck.overlay.is_empty() && ck.canonical().is_empty());
+        let map = ck.shards[0].bytes.as_slice().as_ptr_range();
+        for n in ["a.weight", "b", "w.weight", "x.weight"] {
+            assert!(map.contains(&ck.tensor(n).expect("present").bytes.as_ptr()), "{n} is served from the map");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

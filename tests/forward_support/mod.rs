@@ -1,6 +1,6 @@
-//! Shared set-up of the forward tests: a tiny checkpoint in a temp dir, its engram token map, a prompt of real token ids.
+//! Shared set-up of the forward tests: a tiny checkpoint (random or edge values) in a temp dir, its engram token map, a prompt of real token ids.
 #![allow(dead_code)]
-use lockstep::model::{load, Checkpoint, Config, LoadMode, ValueCheck};
+use lockstep::model::{load, write_checkpoint_values, Checkpoint, Config, LoadMode, ValueCheck, Values};
 use lockstep::text::{find_tokenizer_json, TokenMap, Tokenizer};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -36,30 +36,44 @@ pub fn tokenizer() -> Option<Tokenizer> {
 /// The tiny model of this test binary, generated once into a unique temp dir that is removed once mapped.
 pub fn tiny() -> &'static Tiny {
     static T: OnceLock<Tiny> = OnceLock::new();
-    T.get_or_init(|| {
-        let tok = tokenizer();
-        let dir = std::env::temp_dir().join(format!("lockstep-forward-{}-{}", std::process::id(), std::thread::current().name().unwrap_or("t").replace("::", "-")));
-        let _ = std::fs::remove_dir_all(&dir);
-        lockstep::model::make_tiny(&dir, 11, Some(&config_json(tok.is_some()))).expect("make_tiny");
-        let (cfg, ckpt) = load(&dir, LoadMode::Mapped, ValueCheck::Off).expect("load tiny");
-        // the mapping outlives the unlinked files, so nothing is left behind in the temp dir
-        let _ = std::fs::remove_dir_all(&dir);
-        let map = match &tok {
-            Some(t) => TokenMap::build(t).expect("token map"),
-            None => TokenMap::synthetic(cfg.vocab_size, 64),
-        };
-        Tiny { cfg, ckpt, map, tok }
-    })
+    T.get_or_init(|| build(Values::Random, ValueCheck::Off))
+}
+
+/// The edge-values tiny model (same seed), loaded with the full value scan, generated once like [`tiny`].
+pub fn edge_tiny() -> &'static Tiny {
+    static T: OnceLock<Tiny> = OnceLock::new();
+    T.get_or_init(|| build(Values::Edge, ValueCheck::All))
+}
+
+/// Generates and loads a tiny model of seed 11 with `values`, scanning `check`.
+fn build(values: Values, check: ValueCheck) -> Tiny {
+    let tok = tokenizer();
+    let dir = std::env::temp_dir().join(format!("lockstep-forward-{values:?}-{}-{}", std::process::id(), std::thread::current().name().unwrap_or("t").replace("::", "-")));
+    let _ = std::fs::remove_dir_all(&dir);
+    write_checkpoint_values(&dir, 11, &config_json(tok.is_some()), values).expect("make_tiny");
+    let (cfg, ckpt) = load(&dir, LoadMode::Mapped, check).expect("load tiny");
+    // the mapping outlives the unlinked files, so nothing is left behind in the temp dir
+    let _ = std::fs::remove_dir_all(&dir);
+    let map = match &tok {
+        Some(t) => TokenMap::build(t).expect("token map"),
+        None => TokenMap::synthetic(cfg.vocab_size, 64),
+    };
+    Tiny { cfg, ckpt, map, tok }
 }
 
 /// `n` prompt ids: BOS then encoded English text (or a fixed id pattern without a tokenizer).
 pub fn prompt(n: usize) -> Vec<u32> {
+    prompt_with(tiny().tok.as_ref(), n)
+}
+
+/// [`prompt`] encoded with `tok`.
+pub fn prompt_with(tok: Option<&Tokenizer>, n: usize) -> Vec<u32> {
     let text = "The quick brown fox jumps over the lazy dog while the five boxing wizards jump quickly; \
                 meanwhile a sphinx of black quartz judges my vow, and pack my box with five dozen liquor jugs. \
                 Deterministic inference gives the same bits on every device, in every chunking, at every batch size. \
                 Every row of a round is computed as if it were alone, so a stream never depends on its neighbours.";
     let mut ids = vec![0u32];
-    match &tiny().tok {
+    match tok {
         Some(t) => ids.extend(t.encode(text).expect("encode")),
         None => ids.extend((1..n as u32).map(|i| (i * 7919) % 128000 + 3)),
     }

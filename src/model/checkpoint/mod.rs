@@ -17,10 +17,10 @@ pub enum LoadError {
     Checkpoint(#[from] CheckpointError),
 }
 
-/// Opens, reads the config, and validates layout and values: the one call a server makes.
+/// Opens, reads the config, validates layout and values and makes the values canonical (what changed is in `Checkpoint::canonical`): the one call a server makes.
 pub fn load(dir: &Path, mode: LoadMode, values: ValueCheck) -> Result<(Config, Checkpoint), LoadError> {
     let cfg = Config::from_dir(dir)?;
-    let ck = Checkpoint::open(dir, mode)?;
+    let mut ck = Checkpoint::open(dir, mode)?;
     ck.check_layout(&tensor_table::expected_tensors(&cfg))?;
     ck.check_values(values)?;
     Ok((cfg, ck))

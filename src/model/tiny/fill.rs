@@ -2,7 +2,7 @@
 use crate::model::checkpoint::quantize::{quantize_fp4, quantize_fp8_blocks, quantize_fp8_rows, BLOCK};
 use crate::weights::Dtype;
 use crate::weights::{Quant, TensorSpec};
-use crate::model::tiny::{fnv1a, Rng};
+use crate::model::tiny::{edge, fnv1a, Rng, Values};
 use crate::numerics::bf16_from_f32;
 use std::sync::Mutex;
 
@@ -30,8 +30,11 @@ fn layout(spec: &TensorSpec, cols: usize) -> (usize, usize) {
 }
 
 /// Bytes of one chunk of `rows` x `cols` values drawn with mean and std from `rng`: (weight, scale).
-fn chunk(spec: &TensorSpec, rows: usize, cols: usize, (mean, std): (f32, f32), rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
-    let values: Vec<f32> = (0..rows * cols).map(|_| mean + std * normal16(rng.next_u64())).collect();
+fn chunk(spec: &TensorSpec, rows: usize, cols: usize, (mean, std): (f32, f32), kind: Values, rng: &mut Rng) -> (Vec<u8>, Vec<u8>) {
+    let mut values: Vec<f32> = (0..rows * cols).map(|_| mean + std * normal16(rng.next_u64())).collect();
+    if kind == Values::Edge {
+        edge::adjust(&spec.name, &mut values);
+    }
     match (spec.quant, spec.dtype) {
         (Quant::Fp8Block, _) => quantize_fp8_blocks(&values, rows, cols),
         (Quant::Fp8Rows, _) => quantize_fp8_rows(&values, rows, cols),
@@ -42,7 +45,7 @@ fn chunk(spec: &TensorSpec, rows: usize, cols: usize, (mean, std): (f32, f32), r
 }
 
 /// Stored bytes of a `[rows, cols]` tensor and of its scale when quantized, generated in parallel chunks.
-pub(super) fn generate_chunked(spec: &TensorSpec, rows: usize, cols: usize, seed: u64, mean_std: (f64, f64)) -> (Vec<u8>, Option<Vec<u8>>) {
+pub(super) fn generate_chunked(spec: &TensorSpec, rows: usize, cols: usize, seed: u64, mean_std: (f64, f64), kind: Values) -> (Vec<u8>, Option<Vec<u8>>) {
     let (row_bytes, chunk_scale) = layout(spec, cols);
     let n_chunks = rows.div_ceil(CHUNK_ROWS);
     let mut weight = vec![0u8; rows * row_bytes];
@@ -60,7 +63,7 @@ pub(super) fn generate_chunked(spec: &TensorSpec, rows: usize, cols: usize, seed
                 while let Some((i, (w, s))) = jobs.lock().ok().and_then(|mut j| j.next()) {
                     let r = (rows - i * CHUNK_ROWS).min(CHUNK_ROWS);
                     let mut rng = Rng::new(base ^ Rng::new(i as u64).next_u64());
-                    let (wb, sb) = chunk(spec, r, cols, ms, &mut rng);
+                    let (wb, sb) = chunk(spec, r, cols, ms, kind, &mut rng);
                     w.copy_from_slice(&wb);
                     let n = sb.len().min(s.len());
                     s[..n].copy_from_slice(&sb[..n]);
@@ -116,7 +119,7 @@ mod tests {
     #[test]
     fn chunked_fp4_and_fp8_follow_the_init_and_chunks_differ() {
         let s = spec("layers.0.ffn.experts.0.w1.weight", Quant::Fp4, 70, 256);
-        let (w, sc) = generate_chunked(&s, 70, 256, 5, (0.0, 0.03));
+        let (w, sc) = generate_chunked(&s, 70, 256, 5, (0.0, 0.03), Values::Random);
         let sc = sc.expect("fp4 has scales");
         assert_eq!((w.len(), sc.len()), (70 * 128, 70 * 8));
         let v = dequantize_fp4(&w, &sc, 70, 256);
@@ -124,7 +127,7 @@ mod tests {
         assert!((rms - 0.03).abs() < 0.005, "rms {rms}");
         assert_ne!(w[..128 * 32], w[128 * 32..128 * 64], "chunks 0 and 1 must not repeat");
         let f = spec("layers.0.attn.wq_b.weight", Quant::Fp8Block, 70, 96);
-        let (fw, fs) = generate_chunked(&f, 70, 96, 5, (0.0, 0.03));
+        let (fw, fs) = generate_chunked(&f, 70, 96, 5, (0.0, 0.03), Values::Random);
         let fs = fs.expect("fp8 has scales");
         assert_eq!((fw.len(), fs.len()), (70 * 96, 3 * 3));
         let fv = dequantize_fp8_blocks(&fw, &fs, 70, 96);
@@ -135,10 +138,10 @@ mod tests {
     #[test]
     fn chunked_bytes_depend_on_seed_and_name_only() {
         let s = spec("head.weight", Quant::Plain, 65, 64);
-        let a = generate_chunked(&s, 65, 64, 9, (0.0, 0.05));
-        assert_eq!(a, generate_chunked(&s, 65, 64, 9, (0.0, 0.05)));
+        let a = generate_chunked(&s, 65, 64, 9, (0.0, 0.05), Values::Random);
+        assert_eq!(a, generate_chunked(&s, 65, 64, 9, (0.0, 0.05), Values::Random));
         assert!(a.1.is_none() && a.0.len() == 65 * 64 * 2);
-        assert_ne!(a, generate_chunked(&s, 65, 64, 10, (0.0, 0.05)));
-        assert_ne!(a, generate_chunked(&spec("embed.weight", Quant::Plain, 65, 64), 65, 64, 9, (0.0, 0.05)));
+        assert_ne!(a, generate_chunked(&s, 65, 64, 10, (0.0, 0.05), Values::Random));
+        assert_ne!(a, generate_chunked(&spec("embed.weight", Quant::Plain, 65, 64), 65, 64, 9, (0.0, 0.05), Values::Random));
     }
 }

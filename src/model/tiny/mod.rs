@@ -1,5 +1,8 @@
 //! The tiny checkpoint generator: seeded random weights, quantized to the release formats, written as byte-deterministic safetensors shards.
+pub mod edge;
 mod fill;
+
+pub use edge::Values;
 
 use crate::weights::progress::Progress;
 use crate::weights::INDEX_FILE;
@@ -49,6 +52,11 @@ pub fn make_tiny_from_file(dir: &Path, seed: u64, config_path: &Path) -> Result<
 
 /// Writes `config.json` (verbatim), the shard index and the shards for any valid config JSON.
 pub fn write_checkpoint(dir: &Path, seed: u64, config_json: &str) -> Result<TinySummary, TinyError> {
+    write_checkpoint_values(dir, seed, config_json, Values::Random)
+}
+
+/// [`write_checkpoint`] with the values chosen: the random init, or its edge-values rescaling (same draws for one seed).
+pub fn write_checkpoint_values(dir: &Path, seed: u64, config_json: &str, values: Values) -> Result<TinySummary, TinyError> {
     let cfg = Config::from_json(config_json)?;
     let io = |p: &Path| {
         let path = p.display().to_string();
@@ -72,7 +80,7 @@ pub fn write_checkpoint(dir: &Path, seed: u64, config_json: &str) -> Result<Tiny
     for (i, shard) in shards.iter().enumerate() {
         let name = format!("model-{:05}-of-{:05}.safetensors", i + 1, n_shards);
         let path = dir.join(&name);
-        total += write_shard(&path, shard, seed, &progress).map_err(io(&path))?;
+        total += write_shard(&path, shard, seed, values, &progress).map_err(io(&path))?;
         for t in shard.keys() {
             index_order.insert(t.clone(), name.clone());
         }
@@ -102,7 +110,7 @@ fn shard_of(name: &str) -> usize {
 }
 
 /// Streams one shard: header, then each tensor in name order, written by a second thread while the next tensor is generated; returns the payload bytes.
-fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, progress: &Progress) -> std::io::Result<u64> {
+fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, values: Values, progress: &Progress) -> std::io::Result<u64> {
     let list: Vec<(&str, Dtype, &[usize])> = tensors.values().map(|s| (s.name.as_str(), s.dtype, s.shape.as_slice())).collect();
     let (header, _) = header_bytes(&list);
     let file = std::fs::File::create(path)?;
@@ -117,7 +125,7 @@ fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, 
             }
             w.flush()
         });
-        let generated = generate_shard(tensors, seed, &tx);
+        let generated = generate_shard(tensors, seed, values, &tx);
         drop(tx);
         let written = writer.join().map_err(|_| std::io::Error::other("the shard writer thread panicked"))?;
         written?;
@@ -126,7 +134,7 @@ fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, 
 }
 
 /// Generates each tensor of a shard in name order and sends its bytes to the writer; returns the payload bytes.
-fn generate_shard(tensors: &BTreeMap<String, &TensorSpec>, seed: u64, tx: &std::sync::mpsc::SyncSender<Vec<u8>>) -> std::io::Result<u64> {
+fn generate_shard(tensors: &BTreeMap<String, &TensorSpec>, seed: u64, values: Values, tx: &std::sync::mpsc::SyncSender<Vec<u8>>) -> std::io::Result<u64> {
     let mut pending: HashMap<String, Vec<u8>> = HashMap::new();
     let mut total = 0u64;
     for (name, spec) in tensors {
@@ -135,11 +143,11 @@ fn generate_shard(tensors: &BTreeMap<String, &TensorSpec>, seed: u64, tx: &std::
         } else if spec.quant == Quant::Scale {
             let weight = format!("{}.weight", name.strip_suffix(".scale").unwrap_or(name));
             let wspec = tensors.get(&weight).ok_or_else(|| std::io::Error::other(format!("scale `{name}` has no weight")))?;
-            let (wb, sb) = generate(wspec, seed);
+            let (wb, sb) = generate(wspec, seed, values);
             pending.insert(weight, wb);
             sb.unwrap_or_default()
         } else {
-            let (wb, sb) = generate(spec, seed);
+            let (wb, sb) = generate(spec, seed, values);
             if let Some(sb) = sb {
                 pending.insert(scale_name_of(name), sb);
             }
@@ -157,17 +165,20 @@ fn generate_shard(tensors: &BTreeMap<String, &TensorSpec>, seed: u64, tx: &std::
 }
 
 /// Stored bytes of a tensor, and of its scale when quantized.
-fn generate(spec: &TensorSpec, seed: u64) -> (Vec<u8>, Option<Vec<u8>>) {
+fn generate(spec: &TensorSpec, seed: u64, kind: Values) -> (Vec<u8>, Option<Vec<u8>>) {
     let shape = spec.logical_shape();
     let n: usize = shape.iter().product();
     let (mean, std) = init_of(&spec.name);
     if let [rows, cols] = shape[..] {
         if n >= fill::CHUNKED_MIN {
-            return fill::generate_chunked(spec, rows, cols, seed, (mean, std));
+            return fill::generate_chunked(spec, rows, cols, seed, (mean, std), kind);
         }
     }
     let mut rng = Rng::new(seed ^ fnv1a(&spec.name));
-    let values: Vec<f32> = (0..n).map(|_| (mean + std * rng.normal()) as f32).collect();
+    let mut values: Vec<f32> = (0..n).map(|_| (mean + std * rng.normal()) as f32).collect();
+    if kind == Values::Edge {
+        edge::adjust(&spec.name, &mut values);
+    }
     let (rows, cols) = (shape[0], shape.get(1).copied().unwrap_or(1));
     match (spec.quant, spec.dtype) {
         (Quant::Fp8Block, _) => split(quantize_fp8_blocks(&values, rows, cols)),
