@@ -1,12 +1,12 @@
 //! Checkpoint values made canonical at load: subnormal BF16 and F32 values become zeros of their sign, and quantized blocks whose e8m0 scale is below their format's floor have their weight codes zeroed.
 use crate::weights::Dtype;
 
-/// Lowest e8m0 code (2^-86) of an fp8 32x32 block that may hold a non-zero weight: e4m3 x e4m3 block sums (multiples of 2^-18) times an activation scale of at least 2^-22 then stay on the 2^-126 grid.
-pub const FP8_BLOCK_FLOOR: u8 = 41;
-/// Lowest e8m0 code (2^-94) of an fp4 block of 32 along K that may hold a non-zero weight: e4m3 x e2m1 block sums are multiples of 2^-10.
-pub const FP4_BLOCK_FLOOR: u8 = 33;
-/// Lowest e8m0 code (2^-117) of an engram row block that may hold a non-zero code: its dequantized values (e4m3 of at least 2^-9 times the scale) stay normal.
-pub const FP8_ROWS_FLOOR: u8 = 10;
+/// Lowest e8m0 code (2^-85) of an fp8 32x32 block that may hold a non-zero weight: e4m3 x e4m3 block sums (multiples of 2^-18) times an activation scale of at least 2^-22 are then 0 or at least 2^-125.
+pub const FP8_BLOCK_FLOOR: u8 = 42;
+/// Lowest e8m0 code (2^-93) of an fp4 block of 32 along K that may hold a non-zero weight: e4m3 x e2m1 block sums are multiples of 2^-10, so scaled sums are 0 or at least 2^-125.
+pub const FP4_BLOCK_FLOOR: u8 = 34;
+/// Lowest e8m0 code (2^-116) of an engram row block that may hold a non-zero code: its dequantized values (e4m3 of at least 2^-9 times the scale) are at least 2^-125.
+pub const FP8_ROWS_FLOOR: u8 = 11;
 
 /// How a quantized weight's e8m0 scales cover its codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
