@@ -5,7 +5,7 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} XDG_RUNTIME_DIR=/tmp
 export LOCKSTEP_TOKENIZER=$PWD/.cache/tokenizer/tokenizer.json
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-NEW=./target/release/lockstep; OLD=./target/ab/before/lockstep
+NEW=${NEW:-./target/release/lockstep}; OLD=${OLD:-./target/ab/before/lockstep}
 P="The quick brown fox jumps over the lazy dog while the engine computes every bit the same way on every device."
 { $NEW devices; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } 2>&1 | tee "$OUT/devices.txt"
 $NEW contract --seed "${SEED:-42}" 2>&1 | grep -v XDG > "$OUT/contract.txt"; tail -1 "$OUT/contract.txt"; grep -v "^ok" "$OUT/contract.txt" | grep -v "^contract\|^SUMMARY" | head

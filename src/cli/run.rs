@@ -1,5 +1,6 @@
 //! `lockstep run` (load, encode, prefill, decode on the CPU oracle or a GPU, stream text, print the token hash, dump taps) and `lockstep make-tiny`.
 use crate::engine::{GenerateOptions, Generation, Sampler, Sampling, Session};
+use crate::exec::observe::{NanGuard, Observed};
 use crate::exec::{CpuExecutor, Executor, GpuExecutor};
 use crate::model::forward::Model;
 use crate::gpu::{DeviceChoice, Gpu};
@@ -199,7 +200,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
     let opts = GenerateOptions { chunk: args.prefill_chunk, max_tokens: args.max_tokens.min(room), taps: args.taps.is_some() };
     let drive = Drive { prompt: &l.prompt, opts: &opts, sampler: &sampler, tok: &l.tok, eos, taps: args.taps.as_deref() };
     let gen = match &gpu {
-        None => drive.run(Session::new(CpuExecutor::new(&l.ckpt), &model)?, out)?,
+        None => drive.run(Session::new(Observed { inner: CpuExecutor::new(&l.ckpt), obs: NanGuard }, &model)?, out)?,
         Some(g) => drive.run(Session::new(gpu_executor(g, &l.ckpt, &args.device)?, &model)?, out)?,
     };
     let hash = token_sha256(&gen.tokens);

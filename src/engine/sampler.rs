@@ -9,7 +9,7 @@ pub enum SamplerError {
     #[error("no logits to sample from")]
     Empty,
     /// A logit is NaN.
-    #[error("logit {0} is NaN")]
+    #[error("logit {0} is NaN (an engine error; `lockstep run --device cpu` names the op that produced it)")]
     NaN(usize),
     /// Settings out of range.
     #[error("{0}")]

@@ -26,6 +26,9 @@ pub enum ExecError {
     /// The executor is not available.
     #[error("{0}")]
     Unavailable(String),
+    /// An op produced a NaN: an engine error (numerics N7), never a value passed on.
+    #[error("op `{op}` produced a NaN at element {index} (an engine error: a NaN is never passed on as a value)")]
+    NaN { op: &'static str, index: usize },
     /// The GPU device failed (allocation, pipeline, submission or readback).
     #[error("device: {0}")]
     Device(#[from] crate::gpu::GpuError),

@@ -37,6 +37,18 @@ pub trait Observer<E: Executor> {
     }
 }
 
+/// Fails the op that produces a NaN, naming it (numerics N7); the CPU oracle runs under it.
+pub struct NanGuard;
+
+impl<E: Executor> Observer<E> for NanGuard {
+    fn after(&mut self, ex: &mut E, op: &'static str, t: E::Tensor) -> Result<E::Tensor, ExecError> {
+        match ex.read(&t)?.iter().position(|&v| crate::numerics::edge::is_nan(v)) {
+            Some(index) => Err(ExecError::NaN { op, index }),
+            None => Ok(t),
+        }
+    }
+}
+
 /// Executor `inner` with observer `obs` around its ops (reads, uploads and the index selection ops pass straight through).
 pub struct Observed<E, O> {
     pub inner: E,

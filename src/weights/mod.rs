@@ -409,6 +409,7 @@ fn open_bytes(path: &Path, len: u64, mode: LoadMode, progress: &Progress) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::weights::canonical::{FP4_BLOCK_FLOOR, FP8_BLOCK_FLOOR};
 
     #[test]
     fn hf_spellings_map_to_release_names() {
@@ -460,9 +461,9 @@ mod tests {
             ("a.weight".to_string(), Dtype::BF16, vec![4, 8], le(&a)),
             ("b".to_string(), Dtype::F32, vec![16], b),
             ("w.weight".to_string(), Dtype::F8E4M3, vec![64, 32], w),
-            ("w.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![100, if plant { 40 } else { 41 }]),
+            ("w.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![100, if plant { FP8_BLOCK_FLOOR - 1 } else { FP8_BLOCK_FLOOR }]),
             ("x.weight".to_string(), Dtype::I8, vec![2, 16], x),
-            ("x.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![33, 90]),
+            ("x.scale".to_string(), Dtype::F8E8M0, vec![2, 1], vec![FP4_BLOCK_FLOOR, 90]),
         ];
         safetensors::write_file(&dir.join(SINGLE_FILE), &tensors).expect("write");
         (dir, le(&want))
@@ -480,7 +481,7 @@ mod tests {
         assert_eq!((ck.canonical().tensors.len(), ck.canonical().flushed(), ck.canonical().blocks_zeroed()), (2, 3, 1));
         assert_eq!(ck.tensor("a.weight").expect("a").bytes, &want_a[..]);
         let w = ck.tensor("w.weight").expect("w").bytes;
-        assert!(w[..32 * 32] == stored_w[..32 * 32] && w[32 * 32..].iter().all(|&c| c == 0), "only the block of scale code 40 is zeroed");
+        assert!(w[..32 * 32] == stored_w[..32 * 32] && w[32 * 32..].iter().all(|&c| c == 0), "only the block of scale code below the floor is zeroed");
         assert!(ck.is_patched("a.weight") && ck.is_patched("w.weight") && !ck.is_patched("b") && !ck.is_patched("x.weight"));
         assert_eq!(ck.overlay.len(), 2);
         let text = ck.canonical().to_string();

@@ -1,4 +1,4 @@
-// Compressor pooling, CARRY 0: a thread per (group, channel); member t of group j is buffered row j*r+t below pending, else this call's row j*r+t-pending; M = max_t g order-free, a zero +0; e_t = ls_exp(g_t - M) (difference flushed); inv = ls_recip(canonical sum of e); latent = bf16(canonical sum of product terms mul_rn(e_t, inv) k_t), t ascending: bit-identical to kernels::compressor::pool_group. CARRY 1: the ungrouped remainder into partial's first rows, the rest zero, as exec::cpu's compress_pool.
+// Compressor pooling, CARRY 0: a thread per (group, channel); member t of group j is buffered row j*r+t below pending, else this call's row j*r+t-pending; M = max_t g order-free, a zero +0; e_t = ls_exp(g_t - M) (difference flushed); inv = ls_recip(canonical sum of e); latent = bf16(canonical sum of mul_rn(mul_rn(e_t, inv), k_t), every sum flushed), t ascending: bit-identical to kernels::compressor::pool_group. CARRY 1: the ungrouped remainder into partial's first rows, the rest zero, as exec::cpu's compress_pool.
 override CONTROL: u32 = 0u;
 override CARRY: u32 = 0u;
 struct Params { zero: u32, s: u32, hd: u32, pending: u32, ratio: u32, groups: u32, grid_x: u32 }
@@ -49,9 +49,9 @@ fn pool(idx: u32) {
     var lat = 0.0;
     for (var t = 0u; t < used; t++) {
         let p = mul_rn(ls_exp(ls_sub(member(first + t, c, true), mx)), inv);
-        acc = acc + ls_mul_term(p, member(first + t, c, false));
-        if (block_end(t, used)) { seg = seg + acc; acc = 0.0; }
-        if (block_end(t, used) && segment_end(t, used)) { lat = lat + seg; seg = 0.0; }
+        acc = ls_add(acc, mul_rn(p, member(first + t, c, false)));
+        if (block_end(t, used)) { seg = ls_add(seg, acc); acc = 0.0; }
+        if (block_end(t, used) && segment_end(t, used)) { lat = ls_add(lat, seg); seg = 0.0; }
     }
     pooled[idx] = round_bf16(lat);
 }

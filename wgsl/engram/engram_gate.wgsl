@@ -1,4 +1,4 @@
-// Engram gate, a workgroup per (stream, row): canonical sums of h^2, key^2 and the product terms mul_rn(h, mul_rn(q, k)) key (below 2^-103 dropped); g = sigmoid(+-ls_sqrt(max(|dot|, 1e-6))) or 0 when not live; y = bf16(h + mul_rn(g, value)), the sum flushed; = kernels::engram_op::gate_row.
+// Engram gate, a workgroup per (stream, row): canonical sums (every sum flushed) of h^2, key^2 and mul_rn(mul_rn(h, mul_rn(q, k)), key); g = sigmoid(+-ls_sqrt(max(|dot|, 1e-6))) or 0 when not live; y = bf16(h + mul_rn(g, value)), the sum flushed; = kernels::engram_op::gate_row.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, hc: u32, d: u32, inv_d: f32, inv_sqrt_d: f32, eps: f32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -25,7 +25,7 @@ fn eg_term(s: u32, hb: u32, kb: u32, wb: u32, i: u32) -> f32 {
     }
     if (s == 0u) { return mul_rn(hv, hv); }
     if (s == 1u) { return mul_rn(kv_, kv_); }
-    return ls_mul_term(mul_rn(hv, mul_rn(qw[wb + i], kw[wb + i])), kv_);
+    return mul_rn(mul_rn(hv, mul_rn(qw[wb + i], kw[wb + i])), kv_);
 }
 
 @compute @workgroup_size(256)
@@ -48,15 +48,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             let s = t / cnt;
             let b = b0 + t - s * cnt;
             var acc = 0.0;
-            for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) { acc = acc + eg_term(s, hb, kb, wb, i); }
+            for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) { acc = ls_add(acc, eg_term(s, hb, kb, wb, i)); }
             eg_blocks[s * EG_CHUNK + b - b0] = acc;
         }
         workgroupBarrier();
         if (lid < 3u) {
             for (var b = b0; b < b0 + cnt; b++) {
-                seg = seg + eg_blocks[lid * EG_CHUNK + b - b0];
+                seg = ls_add(seg, eg_blocks[lid * EG_CHUNK + b - b0]);
                 if ((b & 7u) == 7u || b + 1u == last) {
-                    total = total + seg;
+                    total = ls_add(total, seg);
                     seg = 0.0;
                 }
             }

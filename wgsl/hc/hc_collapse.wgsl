@@ -1,4 +1,4 @@
-// mHC collapse y[k] = bf16(sum_i of the product terms pre_i h_i[k] (below 2^-103 dropped)), i ascending from +0.0, one thread per output; = kernels::hc::collapse.
+// mHC collapse y[k] = bf16(sum_i mul_rn(pre_i, h_i[k])), i ascending from +0.0, every sum flushed, one thread per output; = kernels::hc::collapse.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, hc: u32, d: u32, mix_cols: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -21,7 +21,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let c = select(s, P.hc - 1u - s, CONTROL == 2u);
         let pre = mix[mrow * P.mix_cols + c];
         let v = h[(row * P.hc + c) * P.d + k];
-        if (CONTROL == 3u) { acc = acc + pre * v; } else { acc = acc + ls_mul_term(pre, v); }
+        if (CONTROL == 3u) { acc = acc + pre * v; } else { acc = ls_add(acc, mul_rn(pre, v)); }
     }
     var o = round_bf16(acc);
     if (CONTROL == 6u) { o = acc; }

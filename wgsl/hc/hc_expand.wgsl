@@ -1,4 +1,4 @@
-// mHC expand y_j[k] = bf16(mul_rn(post_j, out[k]) + sum_i of the product terms comb[i][j] h_i[k] (below 2^-103 dropped)), the sum flushed, i ascending from +0.0, one thread per output; = kernels::hc::expand.
+// mHC expand y_j[k] = bf16(mul_rn(post_j, out[k]) + sum_i mul_rn(comb[i][j], h_i[k])), every sum flushed, i ascending from +0.0, one thread per output; = kernels::hc::expand.
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, m: u32, hc: u32, d: u32, groups_x: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
@@ -25,7 +25,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let c = select(s, P.hc - 1u - s, CONTROL == 2u);
         let w = mix[mrow * mc + 2u * P.hc + c * P.hc + j];
         let v = h[(row * P.hc + c) * P.d + k];
-        if (CONTROL == 3u) { acc = acc + w * v; } else { acc = acc + ls_mul_term(w, v); }
+        if (CONTROL == 3u) { acc = acc + w * v; } else { acc = ls_add(acc, mul_rn(w, v)); }
     }
     var post = mix[mrow * mc + P.hc + j];
     if (CONTROL == 6u) { post = post * 2.0; }

@@ -1,4 +1,4 @@
-// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of the product terms x fn[m] (below 2^-103 dropped) or mul_rn(x, x) (32 products ascending), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order, sums and differences flushed; = kernels::hc::mixes.
+// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of mul_rn(x, fn[m]) or mul_rn(x, x) (32 products ascending, every sum flushed), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order, sums and differences flushed; = kernels::hc::mixes.
 override CONTROL: u32 = 0u;
 override PHASE: u32 = 1u;
 struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm_eps: f32, hc_eps: f32 }
@@ -59,7 +59,7 @@ fn sums(lid: u32, wid: vec3<u32>) {
             let xv = h[xb + i];
             var wv = xv;
             if (s < nmix) { wv = hc_fn[s * P.n + i]; }
-            if (CONTROL == 3u) { acc = acc + xv * wv; } else if (s < nmix) { acc = acc + ls_mul_term(xv, wv); } else { acc = acc + mul_rn(xv, wv); }
+            if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = ls_add(acc, mul_rn(xv, wv)); }
         }
         hm_blocks[lid] = acc;
     }
@@ -68,7 +68,7 @@ fn sums(lid: u32, wid: vec3<u32>) {
     let nseg = (last + 7u) >> 3u;
     if (lid < HM_CHUNK / 8u && j < nseg) {
         var acc = 0.0;
-        for (var t = lid * 8u; t < min(lid * 8u + 8u, last - wid.x * HM_CHUNK); t++) { acc = acc + hm_blocks[t]; }
+        for (var t = lid * 8u; t < min(lid * 8u + 8u, last - wid.x * HM_CHUNK); t++) { acc = ls_add(acc, hm_blocks[t]); }
         seg[(row * (nmix + 1u) + s) * ((((P.n + 31u) >> 5u) + 7u) >> 3u) + j] = acc;
     }
 }
@@ -88,7 +88,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let nseg = (hm_last() + 7u) >> 3u;
     var total = 0.0;
     if (lid < nsum) {
-        for (var j = 0u; j < nseg; j++) { total = total + seg[(row * nsum + lid) * stride + j]; }
+        for (var j = 0u; j < nseg; j++) { total = ls_add(total, seg[(row * nsum + lid) * stride + j]); }
     }
     if (lid < nsum) { hm_totals[lid] = total; }
     workgroupBarrier();

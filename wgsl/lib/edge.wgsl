@@ -12,15 +12,9 @@ fn ls_init(zero: u32, control: u32) {
     LS_KEEP = select(0u, 1u, control == LS_CONTROL_KEEP);
 }
 
-// A subnormal becomes the zero of its sign; everything else is kept.
+// A subnormal or zero sum becomes +0 (compilers that assume no signed zeros fold 0.0 + x to x); everything else is kept.
 fn ls_fl(x: f32) -> f32 {
-    let b = bitcast<u32>(x);
-    return bitcast<f32>(select(b, b & 0x80000000u, (b & 0x7f800000u) == 0u && LS_KEEP == 0u));
-}
-
-fn ls_fl4(x: vec4<f32>) -> vec4<f32> {
-    let b = bitcast<vec4<u32>>(x);
-    return bitcast<vec4<f32>>(select(b, b & vec4<u32>(0x80000000u), (b & vec4<u32>(0x7f800000u)) == vec4<u32>(0u) & vec4<bool>(LS_KEEP == 0u)));
+    return select(x, 0.0, (bitcast<u32>(x) & 0x7f800000u) == 0u && LS_KEEP == 0u);
 }
 
 // A rounded product at or below 2^-126 in magnitude becomes the zero of its sign.

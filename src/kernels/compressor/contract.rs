@@ -1,6 +1,6 @@
 //! Contract registration of compressor pooling.
 use crate::kernels::compressor::{self, pool_groups};
-use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH, TERM, U};
+use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH, U};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
 
@@ -73,7 +73,7 @@ impl Kernel for CompressPoolKernel {
                     2 => *gv = if (i / sh.hd).is_multiple_of(2) { 200.0 } else { -200.0 },
                     3 => *kv *= 1e30,
                     4 => *gv = 87.0,
-                    _ => *kv = tiny(rng, -126, -100),
+                    _ => *kv = tiny(rng, -126, -123),
                 }
             }
         }
@@ -163,7 +163,7 @@ fn pool_reference(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
             let arg = gv.iter().map(|v| U * (v - mx).abs() + 4.0 * U).fold(0.0, f64::max);
             let ep = 2.0 * arg + gs + 5.0 * U;
             let kmax = (0..r).map(|t| member(j * r + t, c, false).abs()).fold(0.0, f64::max);
-            let f = abs * (ep + U + gs) * 1.01 + r as f64 * (TERM + FLUSH * kmax);
+            let f = abs * (ep + U + gs) * 1.01 + r as f64 * FLUSH * (2.0 + kmax);
             refs.push(o);
             bounds.push(f + (o.abs() + f) / 256.0 + 1e-37);
         }

@@ -3,12 +3,12 @@ pub mod contract;
 
 use crate::kernels::dispatch::grid64;
 use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
-use crate::numerics::edge::{mul_term, pos_zero, sub};
+use crate::numerics::edge::{pos_zero, sub};
 use crate::numerics::math::{exp, mul_rn, recip};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
-/// One complete group: `k[t]`, `g[t]` for the `ratio` members in position order, each [hd] f32. Canonical order, per channel c: M = max_t g_t[c], a zero +0; e_t = exp(sub(g_t[c], M)); p_t = mul_rn(e_t, recip(sum_t e_t)), t ascending from +0.0; latent[c] = bf16(sum_t mul_term(p_t, k_t[c])), t ascending from +0.0.
+/// One complete group: `k[t]`, `g[t]` for the `ratio` members in position order, each [hd] f32. Canonical order, per channel c: M = max_t g_t[c], a zero +0; e_t = exp(sub(g_t[c], M)); p_t = mul_rn(e_t, recip(sum_t e_t)), t ascending from +0.0; latent[c] = bf16(sum_t mul_rn(p_t, k_t[c]), sums flushed), t ascending from +0.0.
 pub fn pool_group(k: &[&[f32]], g: &[&[f32]]) -> Vec<f32> {
     let r = k.len();
     let hd = k.first().map_or(0, |v| v.len());
@@ -17,7 +17,7 @@ pub fn pool_group(k: &[&[f32]], g: &[&[f32]]) -> Vec<f32> {
             let mx = pos_zero(g.iter().fold(f32::NEG_INFINITY, |a, gt| a.max(gt[c])));
             let e: Vec<f32> = g.iter().map(|gt| exp(sub(gt[c], mx))).collect();
             let inv = recip(canonical_sum(r, |t| e[t], |_| 1.0));
-            round_bf16(canonical_sum(r, |t| mul_term(mul_rn(e[t], inv), k[t][c]), |_| 1.0))
+            round_bf16(canonical_sum(r, |t| mul_rn(mul_rn(e[t], inv), k[t][c]), |_| 1.0))
         })
         .collect()
 }

@@ -1,6 +1,6 @@
 //! Contract registration of the engram gate (`case.n` = d, `case.k` = hc); inputs h, kv, q_weight, k_weight, live.
 use crate::kernels::engram::{self, EngramGate};
-use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, tiny, words, FLUSH, TERM, U};
+use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, tiny, words, FLUSH, U};
 use crate::kernels::hc::stream_contract::{stream_rows, BF16_HALF};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError};
@@ -40,7 +40,7 @@ fn gates(case: &Case, inputs: &Inputs) -> Vec<(f64, f64)> {
             let dot = (0..d).map(|i| hs[i] * w[i] * ks[i]).sum::<f64>() * scale;
             let abs_terms = (0..d).map(|i| (hs[i] * w[i] * ks[i]).abs()).sum::<f64>() * scale;
             let kmax = ks.iter().fold(0.0f64, |a, v| a.max(v.abs()));
-            let dd = 1.01 * (gamma(depth) * abs_terms * (1.0 + rel) + dot.abs() * rel) + d as f64 * (TERM + FLUSH * kmax) * scale;
+            let dd = 1.01 * (gamma(depth) * abs_terms * (1.0 + rel) + dot.abs() * rel) + d as f64 * FLUSH * (2.0 + kmax) * scale;
             let root = dot.abs().max(floor).sqrt();
             let (lo, hi) = (((dot.abs() - dd).max(floor)).sqrt(), (dot.abs() + dd).max(floor).sqrt());
             let g = sigmoid(if dot < 0.0 { -root } else { root });

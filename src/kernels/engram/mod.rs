@@ -3,7 +3,7 @@ pub mod contract;
 
 use crate::kernels::dispatch::{bad_shape, key};
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
-use crate::numerics::edge::{add, mul_term};
+use crate::numerics::edge::add;
 use crate::numerics::math::{mul_rn, rsqrt, sigmoid, sqrt};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
@@ -39,7 +39,7 @@ pub fn gate_weight(q: &[f32], k: &[f32]) -> Vec<f32> {
     q.iter().zip(k).map(|(&a, &b)| mul_rn(a, b)).collect()
 }
 
-/// One row: `h` [hc*d] (bf16 values), `kv` [(hc+1)*d] (keys stream-major, then the shared value), `w` = gate_weight(q_weight, k_weight) [hc*d]. Canonical order, per stream c: ms_h = canonical_sum(h^2) * (1/d), ms_k likewise; rho = rsqrt(ms_h + eps) * rsqrt(ms_k + eps); dot = canonical_sum(mul_term(mul_rn(h, w), key)) * rho * d^-1/2; g = sigmoid(+-sqrt(max(|dot|, 1e-6))), 0 when not `live`; out = bf16(add(h, mul_rn(g, value))).
+/// One row: `h` [hc*d] (bf16 values), `kv` [(hc+1)*d] (keys stream-major, then the shared value), `w` = gate_weight(q_weight, k_weight) [hc*d]. Canonical order, per stream c: ms_h = canonical_sum(h^2) * (1/d), ms_k likewise; rho = rsqrt(ms_h + eps) * rsqrt(ms_k + eps); dot = canonical_sum(mul_rn(mul_rn(h, w), key)) * rho * d^-1/2; g = sigmoid(+-sqrt(max(|dot|, 1e-6))), 0 when not `live`; out = bf16(add(h, mul_rn(g, value))).
 pub fn gate_row(h: &[f32], kv: &[f32], w: &[f32], p: &EngramGate, live: bool) -> Vec<f32> {
     let d = p.d;
     let inv_d = (1.0 / d as f64) as f32;
@@ -53,7 +53,7 @@ pub fn gate_row(h: &[f32], kv: &[f32], w: &[f32], p: &EngramGate, live: bool) ->
         let ms_h = mul_rn(canonical_sum(d, |i| mul_rn(hc[i], hc[i]), |_| 1.0), inv_d);
         let ms_k = mul_rn(canonical_sum(d, |i| mul_rn(key[i], key[i]), |_| 1.0), inv_d);
         let rho = mul_rn(rsqrt(ms_h + p.eps), rsqrt(ms_k + p.eps));
-        let dot = mul_rn(mul_rn(canonical_sum(d, |i| mul_term(mul_rn(hc[i], wc[i]), key[i]), |_| 1.0), rho), inv_sqrt_d);
+        let dot = mul_rn(mul_rn(canonical_sum(d, |i| mul_rn(mul_rn(hc[i], wc[i]), key[i]), |_| 1.0), rho), inv_sqrt_d);
         let root = sqrt(dot.abs().max(1e-6));
         let g = if live { sigmoid(if dot < 0.0 { -root } else { root }) } else { 0.0 };
         out.extend((0..d).map(|i| round_bf16(add(hc[i], mul_rn(g, value[i])))));

@@ -1,6 +1,6 @@
 //! Contract registration of the mHC mixes (`case.n` = d, `case.k` = hc | Sinkhorn iterations << 8); inputs h, hc_fn, scale, base.
 use crate::kernels::hc::{self, HcParams};
-use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, tiny, words, TERM, U};
+use crate::kernels::util::{canonical_depth, f64s, gamma, run_uploaded, tiny, words, FLUSH, U};
 use crate::kernels::hc::stream_contract::stream_rows;
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError};
@@ -36,7 +36,7 @@ fn row_reference(x: &[f64], f: &[f64], scale: &[f64], base: &[f64], p: &HcParams
         let s: f64 = (0..n).map(|t| x[t] * w[t]).sum();
         let a: f64 = (0..n).map(|t| (x[t] * w[t]).abs()).sum();
         mu.push(s * r);
-        dmu.push(1.01 * (r * gamma(depth) * a + (s * r).abs() * (rel_r + U)) + r * n as f64 * TERM);
+        dmu.push(1.01 * (r * gamma(depth) * a + (s * r).abs() * (rel_r + U)) + 2.0 * r * n as f64 * FLUSH);
     }
     let z = |m: usize, k: usize| mu[m] * scale[k] + base[m];
     let dz = |m: usize, k: usize| dmu[m] * scale[k].abs() + U * (mu[m] * scale[k]).abs() + U * z(m, k).abs();
@@ -110,15 +110,15 @@ impl Kernel for MixesKernel {
             let s = 0.01 * pow2(rng.below(4) as i32 - 1);
             f.extend((0..n).map(|_| rng.normal() * s));
         }
-        // Edge: the last row's products with fn straddle 2^-103 and its squares fall below 2^-126; scales of 2^62 make its mixes visible.
-    let scale: Vec<f32> = (0..3).map(|_| rng.uniform(0.3, 0.8) * if case.edge { pow2(62) } else { 1.0 }).collect();
+        // Edge: the last row's products with fn and its squares fall below 2^-126; scales of 2^80 make its mixes visible.
+    let scale: Vec<f32> = (0..3).map(|_| rng.uniform(0.3, 0.8) * if case.edge { pow2(80) } else { 1.0 }).collect();
         let mut base: Vec<f32> = (0..nmix).map(|_| rng.normal() * 0.1).collect();
         if case.edge {
             h[..n].fill(0.0);
             h[n..2 * n].iter_mut().enumerate().for_each(|(i, v)| *v = if i % 2 == 0 { 65280.0 } else { -0.0 });
             base[2 * p.hc..].iter_mut().enumerate().for_each(|(e, v)| *v = [8.0, -8.0, 0.0, 30.0][e % 4]);
             let last = case.rows - 1;
-            h[last * n..(last + 1) * n].iter_mut().for_each(|v| *v = tiny(rng, -100, -90));
+            h[last * n..(last + 1) * n].iter_mut().for_each(|v| *v = tiny(rng, -126, -112));
         }
         let bytes = |v: &[f32]| Data::shared(bytemuck::cast_slice(v).to_vec());
         Inputs { data: vec![Data::rows_f32(&h, n), bytes(&f), bytes(&scale), bytes(&base)] }

@@ -1,5 +1,5 @@
 //! mHC oracles (spec 2.4): the mix product with its rsqrt, the pre/post/comb split with Sinkhorn, collapse and expand, all in f32.
-use crate::numerics::edge::{add, mul_term, pos_zero, sub};
+use crate::numerics::edge::{add, pos_zero, sub};
 use crate::numerics::math::{div, exp, mul_rn, recip, rsqrt, sigmoid};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
@@ -30,7 +30,7 @@ impl HcParams {
     }
 }
 
-/// The raw mixes of one row: `mu_m = mul_rn(canonical_sum_t(mul_term(x_t, fn[m][t])), rsqrt(mul_rn(canonical_sum_t(mul_rn(x_t, x_t)), 1/n) + eps))`.
+/// The raw mixes of one row: `mu_m = mul_rn(canonical_sum_t(mul_rn(x_t, fn[m][t])), rsqrt(mul_rn(canonical_sum_t(mul_rn(x_t, x_t)), 1/n) + eps))`.
 pub fn mix_product(x: &[f32], hc_fn: &[f32], p: &HcParams) -> Vec<f32> {
     let n = x.len();
     let inv_n = (1.0 / n as f64) as f32;
@@ -38,7 +38,7 @@ pub fn mix_product(x: &[f32], hc_fn: &[f32], p: &HcParams) -> Vec<f32> {
     (0..p.mix_dim())
         .map(|m| {
             let w = &hc_fn[m * n..(m + 1) * n];
-            mul_rn(canonical_sum(n, |t| mul_term(x[t], w[t]), |_| 1.0), r)
+            mul_rn(canonical_sum(n, |t| mul_rn(x[t], w[t]), |_| 1.0), r)
         })
         .collect()
 }
@@ -90,16 +90,16 @@ pub fn mixes(x: &[f32], hc_fn: &[f32], scale: &[f32], base: &[f32], p: &HcParams
     split_sinkhorn(&mix_product(x, hc_fn, p), scale, base, p)
 }
 
-/// Collapse of one row of `hc` streams of `d`: `y[k] = bf16(sum_i mul_term(pre_i, h_i[k]))`, i ascending from +0.0.
+/// Collapse of one row of `hc` streams of `d`: `y[k] = bf16(sum_i mul_rn(pre_i, h_i[k]))` (sums flushed), i ascending from +0.0.
 pub fn collapse(h: &[f32], pre: &[f32], hc: usize, d: usize) -> Vec<f32> {
-    (0..d).map(|k| round_bf16(small_sum(hc, |i| mul_term(pre[i], h[i * d + k])))).collect()
+    (0..d).map(|k| round_bf16(small_sum(hc, |i| mul_rn(pre[i], h[i * d + k])))).collect()
 }
 
-/// Expand of one row: `h'_j[k] = bf16(add(mul_rn(post_j, out[k]), sum_i mul_term(comb[i][j], h_i[k])))`, i ascending from +0.0.
+/// Expand of one row: `h'_j[k] = bf16(add(mul_rn(post_j, out[k]), sum_i mul_rn(comb[i][j], h_i[k])))`, i ascending from +0.0.
 pub fn expand(out: &[f32], h: &[f32], post: &[f32], comb: &[f32], hc: usize, d: usize) -> Vec<f32> {
     let mut y = Vec::with_capacity(hc * d);
     for j in 0..hc {
-        y.extend((0..d).map(|k| round_bf16(add(mul_rn(post[j], out[k]), small_sum(hc, |i| mul_term(comb[i * hc + j], h[i * d + k]))))));
+        y.extend((0..d).map(|k| round_bf16(add(mul_rn(post[j], out[k]), small_sum(hc, |i| mul_rn(comb[i * hc + j], h[i * d + k]))))));
     }
     y
 }

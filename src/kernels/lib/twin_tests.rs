@@ -12,13 +12,14 @@ fn wgsl_code() -> String {
 
 #[test]
 fn wgsl_parses_validates_and_uses_no_banned_operation() {
-    let module = wgpu::naga::front::wgsl::parse_str(WGSL).unwrap_or_else(|e| panic!("{}", e.emit_to_string(WGSL)));
+    let src = format!("{WGSL}\n{}", include_str!("../../../wgsl/lib/edge.wgsl"));
+    let module = wgpu::naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{}", e.emit_to_string(&src)));
     let mut validator = wgpu::naga::valid::Validator::new(
         wgpu::naga::valid::ValidationFlags::all(),
         wgpu::naga::valid::Capabilities::empty(),
     );
     if let Err(e) = validator.validate(&module) {
-        panic!("{}", e.emit_to_string(WGSL));
+        panic!("{}", e.emit_to_string(&src));
     }
     let code = wgsl_code();
     let banned = [

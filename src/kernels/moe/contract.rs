@@ -128,6 +128,7 @@ impl Kernel for MoeRouteKernel {
             route_case("awkward 1 expert top-1", 2, 1, 1, 0, false, true),
             route_case("edge 384 experts top-6 tied", 4, 384, 6, 0, false, true).edge(),
             route_case("edge sigmoid 16 experts top-4 near 2^-126", 3, 16, 4, 1, false, true).edge(),
+            route_case("edge softmax 8 experts top-2 over zeros of both signs", 3, 8, 2, 2, false, true).edge(),
         ]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {

@@ -40,10 +40,11 @@ impl Kernel for SoftmaxKernel {
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
         let mut x: Vec<f32> = (0..case.rows * case.n).map(|_| rng.normal() * 6.0).collect();
         if case.edge {
-            // Two maxima of 0 halve the weights; e^x near 2^-126 for x near -87.2 then falls below it; tiny entries give tiny differences.
+            // Two maxima, +0 and -0, halve the weights; e^x near 2^-126 for x near -87.2 then falls below it; tiny entries give tiny differences.
             for (i, v) in x.iter_mut().enumerate() {
                 *v = match i % case.n {
-                    0 | 1 => 0.0,
+                    0 => 0.0,
+                    1 => -0.0,
                     j if j % 3 == 0 => -87.0 - 0.3 * rng.uniform(0.0, 1.0),
                     j if j % 3 == 1 => crate::kernels::util::tiny(rng, -126, -100),
                     _ => -20.0 * rng.uniform(0.0, 1.0),
