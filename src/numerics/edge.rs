@@ -1,4 +1,4 @@
-//! Edge arithmetic (rule N7): the canonical flushes, zero signs and NaN tests, by bit manipulation; wgsl/lib/edge.wgsl is a line-by-line copy.
+//! Edge arithmetic (rule N7): the canonical flushes, zero signs and the NaN test, by bit manipulation; wgsl/lib/edge.wgsl mirrors the flushes and zero signs kernels use.
 
 /// Sign bit.
 const SIGN: u32 = 0x8000_0000;
@@ -74,12 +74,6 @@ pub fn max(a: f32, b: f32) -> f32 {
     pos_zero(if b > a { b } else { a })
 }
 
-/// The smaller of `a` and `b`, `a` on ties; a zero result is +0. Neither may be NaN.
-#[inline(always)]
-pub fn min(a: f32, b: f32) -> f32 {
-    pos_zero(if b < a { b } else { a })
-}
-
 /// `max(x, 0)` with +0 for every zero and negative input, from the bits.
 #[inline(always)]
 pub fn relu(x: f32) -> f32 {
@@ -97,24 +91,6 @@ pub fn is_nan(x: f32) -> bool {
     x.to_bits() & !SIGN > EXP
 }
 
-/// -inf by its bits.
-#[inline(always)]
-pub fn is_neg_inf(x: f32) -> bool {
-    x.to_bits() == SIGN | EXP
-}
-
-/// The quiet NaN every kernel stores for any NaN, so no payload depends on the device.
-pub const CANONICAL_NAN: u32 = 0x7fc0_0000;
-
-/// Any NaN becomes the canonical one.
-#[inline(always)]
-pub fn canonical_nan(x: f32) -> f32 {
-    if is_nan(x) {
-        f32::from_bits(CANONICAL_NAN)
-    } else {
-        x
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -172,16 +148,11 @@ mod tests {
     fn zero_signs_and_nan_by_bits() {
         assert_eq!(max(-0.0, 0.0).to_bits(), 0);
         assert_eq!(max(0.0, -0.0).to_bits(), 0);
-        assert_eq!(min(-0.0, 0.0).to_bits(), 0);
         assert_eq!(max(-1.0, -0.0).to_bits(), 0);
         assert_eq!(max(2.0, 3.0), 3.0);
-        assert_eq!(min(2.0, 3.0), 2.0);
         assert_eq!(relu(-0.0).to_bits(), 0);
         assert_eq!(relu(-3.0).to_bits(), 0);
         assert_eq!(relu(3.0), 3.0);
         assert!(is_nan(f32::NAN) && is_nan(f32::from_bits(0xffff_ffff)) && !is_nan(f32::INFINITY));
-        assert!(is_neg_inf(f32::NEG_INFINITY) && !is_neg_inf(f32::MIN));
-        assert_eq!(canonical_nan(f32::from_bits(0x7fff_ffff)).to_bits(), CANONICAL_NAN);
-        assert_eq!(canonical_nan(-2.0), -2.0);
     }
 }

@@ -1,4 +1,4 @@
-// Edge arithmetic (rule N7): the canonical flushes, zero signs and NaN tests, by bit manipulation; identical to src/numerics/edge.rs.
+// Edge arithmetic (rule N7): the canonical flushes and zero signs, by bit manipulation; identical to src/numerics/edge.rs.
 
 // 1 only in the contract's keep-subnormals control (every flush below then keeps its input); set by ls_init.
 var<private> LS_KEEP: u32;
@@ -39,22 +39,14 @@ fn ls_mul_term(a: f32, b: f32) -> f32 { return ls_term(bitcast<f32>(bitcast<u32>
 fn ls_add(a: f32, b: f32) -> f32 { return ls_fl(a + b); }
 fn ls_sub(a: f32, b: f32) -> f32 { return ls_fl(a - b); }
 
-// A zero of either sign becomes +0.
+// A zero of either sign becomes +0 (the result of a max or min over values that may be zeros of both signs).
 fn ls_pz(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     return bitcast<f32>(select(b, 0u, (b & 0x7fffffffu) == 0u));
 }
-
-// The larger (smaller) of a and b, a on ties, a zero result +0; neither may be NaN.
-fn ls_max(a: f32, b: f32) -> f32 { return ls_pz(select(a, b, b > a)); }
-fn ls_min(a: f32, b: f32) -> f32 { return ls_pz(select(a, b, b < a)); }
 
 // max(x, 0) with +0 for every zero and negative input.
 fn ls_relu(x: f32) -> f32 {
     let b = bitcast<u32>(x);
     return bitcast<f32>(select(b, 0u, (b & 0x80000000u) != 0u));
 }
-
-// NaN and -inf by their bits (compilers may assume neither exists).
-fn ls_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn ls_is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
