@@ -28,14 +28,7 @@ const CONTROLS: &[Control] = &[
 ];
 
 /// bf16 GEMMs drop products below 2^-103 (N7); e4m3 and e2m1 products and, with the loader's scale floors, scaled sums never come near 2^-126, so they have no flush to drop.
-const BF16_CONTROLS: &[Control] = &[
-    Control::new(1, "skip the last K block"),
-    Control::new(2, "reverse the segment order"),
-    Control::new(3, "read the neighbouring row in the last block"),
-    Control::new(4, "leave one output unwritten"),
-    Control::new(5, "double the first block's scale"),
-    KEEP_SUBNORMALS,
-];
+const BF16_CONTROLS: &[Control] = &[CONTROLS[0], CONTROLS[1], CONTROLS[2], CONTROLS[3], CONTROLS[4], KEEP_SUBNORMALS];
 
 /// (label, n, k) of the model's real shapes per format, with N trimmed when quick.
 fn real_shapes(fmt: WeightFormat) -> &'static [(&'static str, usize, usize)] {
