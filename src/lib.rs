@@ -1,6 +1,6 @@
 //! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
 //!
-//! Layers, each importing only from the ones above it in this list: numerics, gpu, contract, kernels, weights, exec, text, model, engine, cli.
+//! Layers, each importing only from the ones above it in this list: numerics, gpu, contract, kernels, weights, exec, text, model, engine, serve, api, cli.
 pub mod numerics;
 pub mod gpu;
 pub mod contract;
@@ -10,4 +10,6 @@ pub mod exec;
 pub mod text;
 pub mod model;
 pub mod engine;
+pub mod serve;
+pub mod api;
 pub mod cli;

@@ -35,6 +35,8 @@ enum Command {
     },
     /// Generate text from a prompt on one sequence; prints token_sha256= at the end.
     Run(lockstep::cli::run::RunArgs),
+    /// Serve the model over OpenAI- and Anthropic-compatible HTTP APIs.
+    Serve(lockstep::cli::serve::ServeArgs),
     /// Run two executors on the same tokens with taps and name the first stage whose bits differ.
     Diff(lockstep::cli::diff::DiffArgs),
     /// What a checkpoint or a config holds: shape, layer roles, tensors by dtype, resident and host bytes, state per lane.
@@ -124,16 +126,30 @@ fn main() -> Result<()> {
             if let Some(g) = &gpu {
                 println!("contract on {} driver={:?}", g.describe(), g.info.driver_info);
             }
+            let only_all = only.is_none();
             let opts = ContractOptions { only, quick: quick || auto_quick, hash, seed };
             let kernels = lockstep::kernels::registry();
             let summary = run_contract(gpu.as_ref(), &kernels, &opts)?;
             println!("{summary}");
             if let Some(h) = &summary.hash {
                 println!("HASH {h}");
+                if summary.ok() && only_all {
+                    let record = lockstep::cli::serve::contract_record(&lockstep::cli::serve::device_key(gpu.as_ref()));
+                    if let Some(dir) = record.parent() {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    match std::fs::write(&record, format!("{h}\n")) {
+                        Ok(()) => println!("recorded for `lockstep serve` in {}", record.display()),
+                        Err(e) => eprintln!("warning: could not record the hash in {}: {e}", record.display()),
+                    }
+                }
             }
             if !summary.ok() {
                 bail!("the contract failed");
             }
+        }
+        Command::Serve(args) => {
+            lockstep::cli::serve::serve(&args)?;
         }
         Command::Run(args) => {
             lockstep::cli::run::run(&args, &mut std::io::stdout())?;

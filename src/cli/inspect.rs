@@ -31,6 +31,12 @@ fn on_host(name: &str) -> bool {
     name.contains(".engram.embed.")
 }
 
+/// Bytes of sequence state one lane keeps over the backbone: (fixed, per token), as [`layer_state`] sums them.
+pub(crate) fn state_per_lane(cfg: &Config) -> (u64, f64) {
+    let plan = cfg.layer_plan();
+    plan[..cfg.num_hidden_layers.min(plan.len())].iter().map(|p| layer_state(cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
 /// Bytes of sequence state a layer keeps per lane: (fixed: window ring and the partial group, per token: compressed rows and index keys), in the executors' f32 layout.
 fn layer_state(cfg: &Config, p: &LayerPlan) -> (u64, f64) {
     let f = 4u64;
@@ -117,8 +123,7 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
     let plan = cfg.layer_plan();
     let payload: u64 = specs.iter().map(TensorSpec::byte_len).sum();
     let host: u64 = specs.iter().filter(|s| on_host(&s.name)).map(TensorSpec::byte_len).sum();
-    let backbone = &plan[..cfg.num_hidden_layers.min(plan.len())];
-    let (fixed, per_token) = backbone.iter().map(|p| layer_state(&cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1));
+    let (fixed, per_token) = state_per_lane(&cfg);
     let dtypes: Value = by_dtype(specs.iter()).into_iter().map(|(d, (n, b))| (d, json!({ "tensors": n, "bytes": b }))).collect::<serde_json::Map<_, _>>().into();
     let checkpoint = ckpt.map(|mut ck| {
         let stored: u64 = ck.names().filter_map(|n| ck.get(n)).map(|v| v.bytes.len() as u64).sum();

@@ -1,7 +1,8 @@
-//! The command line's work behind `src/main.rs`: run, diff, make-tiny, and the kernel and forward benchmarks.
+//! The command line's work behind `src/main.rs`: run, serve, diff, make-tiny, and the kernel and forward benchmarks.
 pub mod bench_counted;
 pub mod bench_forward;
 pub mod bench_kernels;
 pub mod diff;
 pub mod inspect;
 pub mod run;
+pub mod serve;

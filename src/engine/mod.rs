@@ -5,4 +5,4 @@ pub mod sampler;
 
 pub use generate::{GenerateError, GenerateOptions, Generation, Session};
 pub use rounds::{Engine, EngineError, SeqId, Span, Work};
-pub use sampler::{Sampler, SamplerError, Sampling};
+pub use sampler::{logprobs, Filters, Sampler, SamplerError, Sampling};

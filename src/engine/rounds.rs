@@ -2,7 +2,7 @@
 use crate::exec::{ExecError, Executor};
 use crate::model::forward::{forward_batch, ForwardError, LogitRows, Model, SeqInput};
 use crate::model::taps::Taps;
-use crate::model::SeqState;
+use crate::model::{SeqState, StateError};
 
 /// A sequence of an engine (stable while the sequence lives; not reused after `remove`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,6 +41,9 @@ pub enum EngineError {
     /// An op outside the forward failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// State bytes could not be restored.
+    #[error(transparent)]
+    State(#[from] StateError),
 }
 
 /// One executor serving many sequences of one model.
@@ -77,6 +80,23 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     /// Removes a sequence, freeing its state.
     pub fn remove(&mut self, id: SeqId) -> Result<(), EngineError> {
         self.seqs.get_mut(id.0).and_then(Option::take).map(|_| ()).ok_or(EngineError::Unknown(id))
+    }
+
+    /// A sequence holding `state` (restored from bytes, or made elsewhere on this executor).
+    pub fn adopt(&mut self, state: SeqState<E::Tensor>) -> SeqId {
+        self.seqs.push(Some(state));
+        SeqId(self.seqs.len() - 1)
+    }
+
+    /// A sequence restored from [`Engine::state_bytes`] (made on any executor).
+    pub fn restore(&mut self, bytes: &[u8]) -> Result<SeqId, EngineError> {
+        let st = SeqState::from_bytes(&mut self.ex, &self.model.cfg, &self.model.plan, bytes)?;
+        Ok(self.adopt(st))
+    }
+
+    /// Bytes `id`'s state holds on the executor.
+    pub fn resident_bytes(&self, id: SeqId) -> Result<usize, EngineError> {
+        Ok(self.state(id)?.resident_bytes(&self.ex))
     }
 
     /// Restarts `id` at position 0 with a fresh state.

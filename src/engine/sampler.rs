@@ -1,6 +1,8 @@
 //! Token sampling: greedy argmax, or temperature and top-p with a draw that depends only on (seed, absolute position).
 use crate::kernels::ops::softmax;
-use crate::numerics::sum::{BLOCK, SEG_BLOCKS};
+use crate::numerics::edge::{add, max, sub};
+use crate::numerics::math::{exp, log, mul_rn};
+use crate::numerics::sum::{canonical_sum, BLOCK, SEG_BLOCKS};
 
 /// Why a token could not be sampled.
 #[derive(Debug, thiserror::Error)]
@@ -25,10 +27,24 @@ pub enum Sampling {
     Random { temperature: f32, top_p: f32, seed: u64 },
 }
 
+/// The settings past temperature and nucleus (OpenAI's names); the default changes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Filters {
+    /// Keep at most this many tokens (0 = all).
+    pub top_k: usize,
+    /// Keep tokens whose probability is at least `min_p` times the best one's (0 = all).
+    pub min_p: f32,
+    /// Subtracted from the logit of every token the reply has produced.
+    pub presence_penalty: f32,
+    /// Subtracted from a token's logit once per time the reply has produced it.
+    pub frequency_penalty: f32,
+}
+
 /// A deterministic sampler.
 #[derive(Clone, Copy, Debug)]
 pub struct Sampler {
     mode: Sampling,
+    filters: Filters,
 }
 
 /// splitmix64 of `x`.
@@ -77,6 +93,27 @@ fn argmax(x: &[f32]) -> usize {
 impl Sampler {
     /// A sampler; a temperature of 0 means greedy.
     pub fn new(mode: Sampling) -> Result<Sampler, SamplerError> {
+        Sampler::with_filters(mode, Filters::default())
+    }
+
+    /// A sampler with top-k, min-p and the penalties; a temperature of 0 means greedy (penalties still apply).
+    pub fn with_filters(mode: Sampling, filters: Filters) -> Result<Sampler, SamplerError> {
+        let finite = |name: &str, v: f32, lo: f32, hi: f32| {
+            if v.is_finite() && v >= lo && v <= hi {
+                Ok(())
+            } else {
+                Err(SamplerError::Settings(format!("{name} {v} must be in [{lo}, {hi}]")))
+            }
+        };
+        finite("min_p", filters.min_p, 0.0, 1.0)?;
+        finite("presence_penalty", filters.presence_penalty, -2.0, 2.0)?;
+        finite("frequency_penalty", filters.frequency_penalty, -2.0, 2.0)?;
+        let base = Sampler::checked(mode)?;
+        Ok(Sampler { filters, ..base })
+    }
+
+    fn checked(mode: Sampling) -> Result<Sampler, SamplerError> {
+        let filters = Filters::default();
         if let Sampling::Random { temperature, top_p, .. } = mode {
             if !(temperature >= 0.0 && temperature.is_finite()) {
                 return Err(SamplerError::Settings(format!("temperature {temperature} must be a finite number >= 0")));
@@ -85,20 +122,44 @@ impl Sampler {
                 return Err(SamplerError::Settings(format!("top-p {top_p} must be in (0, 1]")));
             }
             if temperature == 0.0 {
-                return Ok(Sampler { mode: Sampling::Greedy });
+                return Ok(Sampler { mode: Sampling::Greedy, filters });
             }
         }
-        Ok(Sampler { mode })
+        Ok(Sampler { mode, filters })
+    }
+
+    /// Whether the penalties need the reply's token counts.
+    pub fn needs_counts(&self) -> bool {
+        self.filters.presence_penalty != 0.0 || self.filters.frequency_penalty != 0.0
     }
 
     /// The token for the logits of the row at absolute `position`.
     pub fn sample(&self, logits: &[f32], position: usize) -> Result<u32, SamplerError> {
+        self.sample_counted(logits, position, &[])
+    }
+
+    /// The token for the logits at `position`, the penalties applied for `counts` (token, times the reply produced it).
+    pub fn sample_counted(&self, logits: &[f32], position: usize, counts: &[(u32, u32)]) -> Result<u32, SamplerError> {
         if logits.is_empty() {
             return Err(SamplerError::Empty);
         }
         if let Some(i) = logits.iter().position(|v| v.is_nan()) {
             return Err(SamplerError::NaN(i));
         }
+        let penalized;
+        let logits = if self.needs_counts() && !counts.is_empty() {
+            let mut l = logits.to_vec();
+            let f = self.filters;
+            for &(t, c) in counts {
+                if let Some(v) = l.get_mut(t as usize) {
+                    *v = sub(*v, add(mul_rn(f.frequency_penalty, c as f32), f.presence_penalty));
+                }
+            }
+            penalized = l;
+            &penalized[..]
+        } else {
+            logits
+        };
         let Sampling::Random { temperature, top_p, seed } = self.mode else { return Ok(argmax(logits) as u32) };
         let inv_t = (1.0 / f64::from(temperature).max(1e-5)) as f32;
         let probs = softmax(logits, logits.len(), inv_t);
@@ -106,17 +167,42 @@ impl Sampler {
         order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
         let sorted: Vec<f32> = order.iter().map(|&i| probs[i]).collect();
         let prefix = canonical_prefix_sums(&sorted);
-        let keep = prefix.iter().position(|&c| c >= top_p).map_or(prefix.len(), |i| i + 1);
+        let mut keep = prefix.iter().position(|&c| c >= top_p).map_or(prefix.len(), |i| i + 1);
+        if self.filters.top_k > 0 {
+            keep = keep.min(self.filters.top_k);
+        }
+        if self.filters.min_p > 0.0 {
+            let floor = mul_rn(self.filters.min_p, sorted[0]);
+            keep = keep.min(sorted.iter().take_while(|&&p| p >= floor).count().max(1));
+        }
         let target = uniform(seed, position as u64) * prefix[keep - 1];
         let pick = prefix[..keep].iter().position(|&c| c > target).unwrap_or(keep - 1);
         Ok(order[pick] as u32)
     }
 }
 
+/// Log-probabilities from the model's logits (before temperature and penalties): the chosen token's and the `top` best (ties to the lower index).
+pub fn logprobs(logits: &[f32], token: u32, top: usize) -> (f32, Vec<(u32, f32)>) {
+    let mx = logits.iter().fold(f32::MIN, |a, &v| max(a, v));
+    let lse = log(canonical_sum(logits.len(), |i| exp(sub(logits[i], mx)), |_| 1.0));
+    let lp = |i: usize| sub(sub(logits[i], mx), lse);
+    let mut best: Vec<u32> = Vec::with_capacity(top + 1);
+    if top > 0 {
+        for (i, &v) in logits.iter().enumerate() {
+            if best.len() < top || v > logits[best[best.len() - 1] as usize] {
+                let at = best.iter().position(|&b| v > logits[b as usize]).unwrap_or(best.len());
+                best.insert(at, i as u32);
+                best.truncate(top);
+            }
+        }
+    }
+    let chosen = logits.get(token as usize).map_or(f32::NEG_INFINITY, |_| lp(token as usize));
+    (chosen, best.into_iter().map(|i| (i, lp(i as usize))).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numerics::sum::canonical_sum;
 
     #[test]
     fn prefix_sums_equal_canonical_sums_of_every_prefix() {
@@ -139,5 +225,27 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert!(g.sample(&[f32::NAN], 0).is_err());
+    }
+
+    #[test]
+    fn filters_cut_the_nucleus_and_penalties_move_the_argmax() {
+        let logits = [2.0f32, 1.9, 1.8, -5.0];
+        let greedy = Sampler::with_filters(Sampling::Greedy, Filters { frequency_penalty: 0.5, ..Filters::default() }).unwrap();
+        assert_eq!(greedy.sample_counted(&logits, 0, &[]).unwrap(), 0);
+        assert_eq!(greedy.sample_counted(&logits, 0, &[(0, 1)]).unwrap(), 1);
+        let k1 = Sampler::with_filters(Sampling::Random { temperature: 1.0, top_p: 1.0, seed: 3 }, Filters { top_k: 1, ..Filters::default() }).unwrap();
+        assert!((0..50).all(|p| k1.sample(&logits, p).unwrap() == 0));
+        let minp = Sampler::with_filters(Sampling::Random { temperature: 1.0, top_p: 1.0, seed: 3 }, Filters { min_p: 0.5, ..Filters::default() }).unwrap();
+        assert!((0..200).all(|p| minp.sample(&logits, p).unwrap() < 3));
+        assert!(Sampler::with_filters(Sampling::Greedy, Filters { min_p: f32::NAN, ..Filters::default() }).is_err());
+    }
+
+    #[test]
+    fn logprobs_are_a_log_softmax_with_the_best_first() {
+        let logits = [0.5f32, 2.0, -1.0, 2.0];
+        let (lp, top) = logprobs(&logits, 2, 3);
+        let z: f64 = logits.iter().map(|&v| (v as f64).exp()).sum();
+        assert!((lp as f64 - (-1.0 - z.ln())).abs() < 1e-5);
+        assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3, 0]);
     }
 }

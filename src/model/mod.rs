@@ -17,6 +17,6 @@ pub use checkpoint::{load, LoadError};
 
 pub use config::{Config, ConfigError, ScoringFunc, VisionConfig, Yarn};
 pub use plan::{LayerMode, LayerPlan, RopeTable};
-pub use state::{CompCache, LayerState, SeqState};
+pub use state::{CompCache, LayerState, SeqState, StateError};
 pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, write_checkpoint_values, TinyError, TinySummary, Values};
 pub use crate::weights::{Checkpoint, CheckpointError, Dtype, LoadMode, TensorView, ValueCheck};

@@ -108,4 +108,105 @@ impl<T> SeqState<T> {
         }
         Ok(b)
     }
+
+    /// Bytes the state holds on its executor (every ring, cache and buffered group, f32).
+    pub fn resident_bytes<E: Executor<Tensor = T>>(&self, ex: &E) -> usize {
+        let size = |t: &T| {
+            let (r, c) = ex.dims(t);
+            r * c * 4
+        };
+        let mut n = self.history.len() * 8;
+        for l in &self.layers {
+            n += size(&l.window);
+            if let Some(c) = &l.comp {
+                n += size(&c.kv) + size(&c.index_keys) + c.partial.as_ref().map_or(0, size);
+            }
+        }
+        n
+    }
+
+    /// The state [`SeqState::to_bytes`] wrote, uploaded to `ex`; refused when the bytes do not fit `plan`'s layout.
+    pub fn from_bytes<E: Executor<Tensor = T>>(ex: &mut E, cfg: &Config, plan: &[LayerPlan], bytes: &[u8]) -> Result<SeqState<T>, StateError> {
+        let mut r = Reader { b: bytes, at: 0 };
+        if r.take(8)? != MAGIC {
+            return Err(StateError::Format("not a lockstep state (bad magic)".into()));
+        }
+        let pos = r.u64()? as usize;
+        let hist = r.u64()? as usize;
+        let mut ids = Vec::with_capacity(hist.min(bytes.len() / 8));
+        for _ in 0..hist {
+            ids.push(r.u64()? as i64);
+        }
+        let mut history = EngramHistory::new();
+        history.extend_raw(&ids);
+        let fresh = SeqState::new(ex, cfg, plan)?;
+        let mut layers = Vec::with_capacity(fresh.layers.len());
+        for (i, l) in fresh.layers.into_iter().enumerate() {
+            let window = r.rows(ex, cfg.head_dim, Some(cfg.sliding_window), i, "window")?;
+            let comp = match l.comp {
+                Some(c) => {
+                    let rows = r.u64()? as usize;
+                    let kv = r.rows(ex, cfg.head_dim, Some(rows), i, "compressed kv")?;
+                    let index_keys = r.rows(ex, cfg.index_head_dim, Some(rows), i, "index keys")?;
+                    let pending = r.u64()? as usize;
+                    let partial = match c.partial {
+                        Some(_) => Some(r.rows(ex, 2 * cfg.head_dim, Some(c.ratio - 1), i, "partial group")?),
+                        None => None,
+                    };
+                    if pending >= c.ratio.max(1) || rows * c.ratio + pending != pos {
+                        return Err(StateError::Format(format!("layer {i}: {rows} compressed rows and {pending} pending do not make position {pos} at ratio {}", c.ratio)));
+                    }
+                    Some(CompCache { ratio: c.ratio, kv, index_keys, rows, partial, pending })
+                }
+                None => None,
+            };
+            layers.push(LayerState { window, comp });
+        }
+        if r.at != bytes.len() {
+            return Err(StateError::Format(format!("{} bytes after the last layer", bytes.len() - r.at)));
+        }
+        Ok(SeqState { pos, history, layers })
+    }
+}
+
+/// Why state bytes could not be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The bytes do not follow the layout.
+    #[error("state bytes: {0}")]
+    Format(String),
+    /// Uploading failed.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+}
+
+/// A cursor over state bytes.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], StateError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| StateError::Format(format!("truncated at byte {}", self.at)))?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn u64(&mut self) -> Result<u64, StateError> {
+        let s = self.take(8)?;
+        Ok(u64::from_le_bytes(s.try_into().expect("8 bytes")))
+    }
+
+    /// A `[rows, cols]` f32 block written by `put`, uploaded; `rows` checked when known.
+    fn rows<E: Executor>(&mut self, ex: &mut E, cols: usize, rows: Option<usize>, layer: usize, what: &str) -> Result<E::Tensor, StateError> {
+        let n = self.u64()? as usize;
+        if cols == 0 || n % cols != 0 || rows.is_some_and(|r| r * cols != n) {
+            return Err(StateError::Format(format!("layer {layer} {what}: {n} values for rows of {cols}")));
+        }
+        let bytes = self.take(n.checked_mul(4).ok_or_else(|| StateError::Format("size overflow".into()))?)?;
+        let vals: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(if n == 0 { ex.zeros(0, cols)? } else { ex.upload(n / cols, cols, &vals)? })
+    }
 }

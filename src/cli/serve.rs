@@ -1,0 +1,273 @@
+//! `lockstep serve`: load the model on one device, start the lane host on its own thread, and answer HTTP until SIGTERM drains it.
+use super::run::{gpu_executor, open_device, token_map, tokenizer_path};
+use crate::api::state::{AppState, Identity, ModelInfo};
+use crate::engine::Engine;
+use crate::exec::observe::{NanGuard, Observed};
+use crate::exec::{CpuExecutor, Executor};
+use crate::gpu::Gpu;
+use crate::model::forward::Model;
+use crate::model::{load, Config, LoadMode, ValueCheck};
+use crate::serve::{Command, Host, HostConfig, Status};
+use crate::serve::snapshot::SnapshotDir;
+use crate::text::Tokenizer;
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Options of `lockstep serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Model directory (config.json and safetensors).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one, printed).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Executor: `cpu` (the oracle) or a GPU adapter (index, name substring, backend name, `gpu`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Lanes: streams decoding at once.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Positions per lane (default: the model's).
+    #[arg(long)]
+    pub context: Option<usize>,
+    /// Prompt-cache budget in GiB (0 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub prompt_cache_gib: f64,
+    /// Also keep prompt-cache snapshots on disk here, read back after a restart.
+    #[arg(long)]
+    pub snapshot_dir: Option<PathBuf>,
+    /// Disk budget of the snapshots in GiB.
+    #[arg(long, default_value_t = 4.0)]
+    pub snapshot_gib: f64,
+    /// Reply budget of a request that sets none.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Key every request must carry.
+    #[arg(long, conflicts_with = "api_key_file")]
+    pub api_key: Option<String>,
+    /// File holding the key.
+    #[arg(long)]
+    pub api_key_file: Option<PathBuf>,
+    /// Most requests waiting for a lane (more get 429).
+    #[arg(long, default_value_t = 64)]
+    pub max_queue: usize,
+    /// Seconds a request may wait for a lane.
+    #[arg(long, default_value_t = 600.0)]
+    pub queue_timeout: f64,
+    /// Most rows one round computes, so a long prompt cannot starve decoders.
+    #[arg(long, default_value_t = 256)]
+    pub round_tokens: usize,
+    /// Seconds SIGTERM lets running streams finish.
+    #[arg(long, default_value_t = 30.0)]
+    pub drain_seconds: f64,
+    /// The model id requests name (default: the model directory's name).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+}
+
+/// sha256 over the checkpoint's config, index and every safetensors header, in file-name order.
+pub fn fingerprint(dir: &Path) -> Result<[u8; 32]> {
+    let mut h = Sha256::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?.flatten().map(|e| e.path()).collect();
+    files.sort();
+    for p in files {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        if name == "config.json" || name.ends_with(".index.json") {
+            h.update(name.as_bytes());
+            h.update(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?);
+        } else if name.ends_with(".safetensors") {
+            use std::io::Read;
+            let mut f = std::fs::File::open(&p).with_context(|| format!("opening {}", p.display()))?;
+            let mut len = [0u8; 8];
+            f.read_exact(&mut len).with_context(|| format!("{}: no header", p.display()))?;
+            let n = u64::from_le_bytes(len).min(100 << 20);
+            let mut head = vec![0u8; n as usize];
+            f.read_exact(&mut head).with_context(|| format!("{}: truncated header", p.display()))?;
+            h.update(name.as_bytes());
+            h.update(len);
+            h.update(&head);
+        }
+    }
+    Ok(h.finalize().into())
+}
+
+/// Where `lockstep contract --hash` records a device's hash.
+pub fn contract_record(device_key: &str) -> PathBuf {
+    let root = std::env::var_os("LOCKSTEP_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache"));
+    let mut h = Sha256::new();
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    h.update(device_key.as_bytes());
+    let hex: String = h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect();
+    root.join("contract").join(format!("{hex}.hash"))
+}
+
+/// The key of a device's contract record: its name and driver, or `cpu`.
+pub fn device_key(gpu: Option<&Gpu>) -> String {
+    gpu.map_or_else(|| "cpu".to_string(), |g| format!("{} | {} | {}", g.info.name, g.info.driver, g.info.driver_info))
+}
+
+/// Bytes of sequence state one lane takes at `context` positions: window rings and partial groups, plus compressed rows and index keys.
+pub fn lane_bytes(cfg: &Config, context: usize) -> u64 {
+    let (fixed, per_token) = super::inspect::state_per_lane(cfg);
+    fixed + (per_token * context as f64).ceil() as u64
+}
+
+/// Allocates `bytes` on the device (in buffers no larger than one binding) and frees them: refused with the figures when the memory is not there.
+fn probe(gpu: Option<&Gpu>, bytes: u64) -> Result<(), String> {
+    match gpu {
+        None => {
+            let mut v: Vec<u8> = Vec::new();
+            v.try_reserve_exact(bytes as usize).map_err(|e| format!("{bytes} bytes of host memory: {e}"))
+        }
+        Some(g) => {
+            let scope = g.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let chunk = g.max_binding().max(1 << 20);
+            let mut held = Vec::new();
+            let mut left = bytes;
+            while left > 0 {
+                let n = left.min(chunk);
+                held.push(g.alloc(n).map_err(|e| e.to_string())?);
+                left -= n;
+            }
+            let err = pollster::block_on(scope.pop());
+            drop(held);
+            err.map_or(Ok(()), |e| Err(format!("{bytes} bytes on {}: {e}", g.describe())))
+        }
+    }
+}
+
+/// Runs `lockstep serve` until SIGTERM (exit 0 after the drain) or a lost device (an error).
+pub fn serve(args: &ServeArgs) -> Result<()> {
+    if args.parallel == 0 || args.round_tokens == 0 {
+        bail!("--parallel and --round-tokens must be at least 1");
+    }
+    let cfg = Config::from_dir(&args.model).with_context(|| format!("reading the config of {}", args.model.display()))?;
+    let context = args.context.unwrap_or(cfg.max_position_embeddings);
+    if context < 2 || context > cfg.max_position_embeddings.max(1 << 20) {
+        bail!("--context {context} must be in 2..={}", cfg.max_position_embeddings.max(1 << 20));
+    }
+    let api_key = match (&args.api_key, &args.api_key_file) {
+        (Some(k), _) => Some(k.clone()),
+        (None, Some(f)) => Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?.trim().to_string()),
+        _ => None,
+    };
+    if api_key.as_deref() == Some("") {
+        bail!("the API key is empty");
+    }
+    let tok_path = tokenizer_path(&args.model).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
+    let tok = Arc::new(Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?);
+    let mut stop_ids = vec![cfg.eos_token_id as u32];
+    stop_ids.extend([tok.special().user, tok.special().assistant].iter().filter(|&&t| t != cfg.eos_token_id as u32));
+    let id = args.served_model_name.clone().unwrap_or_else(|| args.model.file_name().and_then(|n| n.to_str()).unwrap_or("lockstep").to_string());
+    let info = ModelInfo { id, context, max_tokens: args.max_tokens.max(1), bos: cfg.bos_token_id as u32, stop_ids, vocab: cfg.vocab_size };
+    let fp = fingerprint(&args.model)?;
+    let status = Arc::new(Mutex::new(Status::default()));
+    let (tx, rx) = mpsc::channel::<Command>();
+    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel));
+    let snapshots = match &args.snapshot_dir {
+        Some(d) => {
+            crate::serve::snapshot::usable(d).map_err(anyhow::Error::msg)?;
+            Some(SnapshotDir { dir: d.clone(), budget: (args.snapshot_gib * (1u64 << 30) as f64) as u64, fingerprint: fp })
+        }
+        None => None,
+    };
+    let host_cfg = HostConfig {
+        parallel: args.parallel,
+        context,
+        round_tokens: args.round_tokens,
+        queue_timeout: Some(Duration::from_secs_f64(args.queue_timeout.max(0.001))),
+        cache_bytes: (args.prompt_cache_gib.max(0.0) * (1u64 << 30) as f64) as usize,
+        snapshots,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port))).with_context(|| format!("binding {}:{}", args.host, args.port))?;
+    let addr = listener.local_addr()?;
+    eprintln!("listening on http://{addr} (loading {} on {})", args.model.display(), args.device);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+    let engine_state = state.clone();
+    let (a, lanes) = (args.clone(), args.parallel);
+    let fp_hex: String = fp.iter().map(|b| format!("{b:02x}")).collect();
+    std::thread::Builder::new()
+        .name("lane-host".into())
+        .spawn(move || {
+            let r = host_thread(&a, host_cfg, lanes, context, tok, engine_state, fp_hex, rx).map_err(|e| format!("{e:#}"));
+            let _ = done_tx.send(r);
+        })
+        .context("starting the lane host")?;
+    let app = crate::api::router(state.clone());
+    let drain = Duration::from_secs_f64(args.drain_seconds.max(0.0));
+    rt.block_on(async move {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            }).await
+        });
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let outcome = tokio::select! {
+            r = done_rx => r.unwrap_or_else(|_| Err("the lane host stopped".into())),
+            _ = term.recv() => Ok(()),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+        if let Err(e) = outcome {
+            // the engine ended on its own: the device is lost or the load failed
+            let _ = stop_tx.send(());
+            bail!("{e}");
+        }
+        eprintln!("draining: new requests get 503; running streams have {} s", drain.as_secs_f64());
+        state.draining.store(true, Ordering::Relaxed);
+        let _ = tx.send(Command::Drain(Instant::now() + drain));
+        // the host returns once every stream has finished or been cancelled
+        while !state.status.lock().unwrap_or_else(|p| p.into_inner()).lanes.is_empty() || state.queued.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = stop_tx.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        eprintln!("drained; exiting");
+        Ok(())
+    })
+}
+
+/// The lane host's thread: opens the device, loads the model, checks the lanes' and cache's memory, then serves.
+#[allow(clippy::too_many_arguments)]
+fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: usize, tok: Arc<Tokenizer>, state: Arc<AppState>, fp: String, rx: mpsc::Receiver<Command>) -> Result<()> {
+    let gpu = open_device(&args.device)?;
+    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", args.model.display()))?;
+    if !ckpt.canonical().is_empty() {
+        eprintln!("{}", ckpt.canonical());
+    }
+    let per_lane = lane_bytes(&cfg, context);
+    let cache = cfg_host.cache_bytes as u64;
+    let total = per_lane * lanes as u64 + cache;
+    eprintln!("lanes: {lanes} x {per_lane} bytes at {context} positions = {} bytes; prompt cache: {cache} bytes; total {total} bytes", per_lane * lanes as u64);
+    probe(gpu.as_ref(), total).map_err(|e| anyhow::anyhow!("cannot hold the lanes ({lanes} x {per_lane} bytes at --context {context}) and the prompt cache ({cache} bytes): {e}"))?;
+    let map = token_map(&cfg, &tok)?;
+    let model = Model::new(cfg.clone(), &ckpt, map)?;
+    let device = gpu.as_ref().map_or_else(|| "cpu (the CPU oracle)".to_string(), |g| g.describe());
+    let record = contract_record(&device_key(gpu.as_ref()));
+    let contract_hash = std::fs::read_to_string(&record).ok().map(|s| s.trim().to_string()).filter(|s| s.len() == 64);
+    if contract_hash.is_none() {
+        eprintln!("no contract hash recorded for this device: `lockstep contract --hash --device {}` records one ({})", args.device, record.display());
+    }
+    *state.identity.lock().unwrap_or_else(|p| p.into_inner()) = Some(Identity { version: env!("CARGO_PKG_VERSION").into(), contract_hash, fingerprint: fp, device });
+    let status = state.status.clone();
+    let served = match &gpu {
+        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), &tok, cfg_host, status, rx),
+        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), &tok, cfg_host, status, rx),
+    };
+    served.map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn run_host<E: Executor>(engine: Engine<'_, '_, E>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>) -> Result<(), crate::serve::Lost> {
+    eprintln!("ready");
+    Host::new(engine, tok, cfg, status).run(rx)
+}

@@ -1,0 +1,212 @@
+//! The prompt cache: snapshots of sequence state keyed by their exact token prefix (a trie over token ids), kept within a byte budget by least-recent use.
+use std::collections::HashMap;
+
+/// One cached snapshot.
+pub struct Entry<S> {
+    /// The token prefix the state has consumed.
+    pub key: Vec<u32>,
+    /// The state (a sequence of the engine, owned by the cache).
+    pub seq: S,
+    /// The logits of the prefix's last token.
+    pub logits: Vec<f32>,
+    /// Bytes the entry holds (state and logits).
+    pub bytes: usize,
+    used: u64,
+}
+
+#[derive(Default)]
+struct Node {
+    children: HashMap<u32, usize>,
+    entry: Option<usize>,
+    parent: Option<(usize, u32)>,
+}
+
+/// A budgeted trie of snapshots.
+pub struct PromptCache<S> {
+    budget: usize,
+    nodes: Vec<Node>,
+    free_nodes: Vec<usize>,
+    entries: Vec<Option<Entry<S>>>,
+    node_of: Vec<usize>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl<S> PromptCache<S> {
+    /// An empty cache of `budget` bytes (0 keeps nothing).
+    pub fn new(budget: usize) -> Self {
+        PromptCache { budget, nodes: vec![Node::default()], free_nodes: Vec::new(), entries: Vec::new(), node_of: Vec::new(), bytes: 0, clock: 0 }
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Bytes held now (never above the budget).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Entries held now.
+    pub fn len(&self) -> usize {
+        self.entries.iter().flatten().count()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry of the longest cached prefix of `tokens` (at most `tokens.len()` long), marked as used.
+    pub fn longest_prefix(&mut self, tokens: &[u32]) -> Option<&Entry<S>> {
+        let mut node = 0;
+        let mut best = self.nodes[0].entry;
+        for t in tokens {
+            match self.nodes[node].children.get(t) {
+                Some(&n) => node = n,
+                None => break,
+            }
+            if let Some(e) = self.nodes[node].entry {
+                best = Some(e);
+            }
+        }
+        let e = best?;
+        self.clock += 1;
+        let entry = self.entries[e].as_mut()?;
+        entry.used = self.clock;
+        Some(entry)
+    }
+
+    /// Whether `key` is cached exactly.
+    pub fn contains(&self, key: &[u32]) -> bool {
+        self.find(key).and_then(|n| self.nodes[n].entry).is_some()
+    }
+
+    fn find(&self, key: &[u32]) -> Option<usize> {
+        let mut node = 0;
+        for t in key {
+            node = *self.nodes[node].children.get(t)?;
+        }
+        Some(node)
+    }
+
+    /// Whether an entry of `bytes` can be kept at all.
+    pub fn fits(&self, bytes: usize) -> bool {
+        bytes <= self.budget
+    }
+
+    /// Inserts a snapshot, evicting least-recently-used entries to stay within budget; returns the evicted (and a refused) snapshots for the caller to free.
+    pub fn insert(&mut self, key: Vec<u32>, seq: S, logits: Vec<f32>, bytes: usize) -> Vec<S> {
+        let mut out = Vec::new();
+        if !self.fits(bytes) {
+            out.push(seq);
+            return out;
+        }
+        if let Some(old) = self.remove_key(&key) {
+            out.push(old);
+        }
+        while self.bytes + bytes > self.budget {
+            match self.lru() {
+                Some(e) => out.extend(self.remove_entry(e)),
+                None => break,
+            }
+        }
+        let mut node = 0;
+        for &t in &key {
+            node = match self.nodes[node].children.get(&t) {
+                Some(&n) => n,
+                None => {
+                    let fresh = Node { parent: Some((node, t)), ..Node::default() };
+                    let n = match self.free_nodes.pop() {
+                        Some(n) => {
+                            self.nodes[n] = fresh;
+                            n
+                        }
+                        None => {
+                            self.nodes.push(fresh);
+                            self.nodes.len() - 1
+                        }
+                    };
+                    self.nodes[node].children.insert(t, n);
+                    n
+                }
+            };
+        }
+        self.clock += 1;
+        let slot = self.entries.iter().position(Option::is_none).unwrap_or(self.entries.len());
+        let entry = Entry { key, seq, logits, bytes, used: self.clock };
+        if slot == self.entries.len() {
+            self.entries.push(Some(entry));
+            self.node_of.push(node);
+        } else {
+            self.entries[slot] = Some(entry);
+            self.node_of[slot] = node;
+        }
+        self.nodes[node].entry = Some(slot);
+        self.bytes += bytes;
+        out
+    }
+
+    fn lru(&self) -> Option<usize> {
+        self.entries.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (e.used, i))).min().map(|(_, i)| i)
+    }
+
+    fn remove_key(&mut self, key: &[u32]) -> Option<S> {
+        let node = self.find(key)?;
+        let e = self.nodes[node].entry?;
+        self.remove_entry(e)
+    }
+
+    fn remove_entry(&mut self, e: usize) -> Option<S> {
+        let entry = self.entries[e].take()?;
+        self.bytes -= entry.bytes;
+        let mut node = self.node_of[e];
+        self.nodes[node].entry = None;
+        // prune the branch that now leads to no entry
+        while node != 0 && self.nodes[node].entry.is_none() && self.nodes[node].children.is_empty() {
+            let Some((parent, t)) = self.nodes[node].parent else { break };
+            self.nodes[parent].children.remove(&t);
+            self.free_nodes.push(node);
+            node = parent;
+        }
+        Some(entry.seq)
+    }
+
+    /// Removes every entry; returns their snapshots.
+    pub fn clear(&mut self) -> Vec<S> {
+        let all: Vec<usize> = (0..self.entries.len()).filter(|&i| self.entries[i].is_some()).collect();
+        all.into_iter().filter_map(|e| self.remove_entry(e)).collect()
+    }
+
+    /// Every entry, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<S>> {
+        self.entries.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_prefix_wins_and_the_budget_holds_by_evicting_the_least_recent() {
+        let mut c = PromptCache::new(100);
+        assert!(c.insert(vec![1, 2, 3], "a", vec![], 40).is_empty());
+        assert!(c.insert(vec![1, 2], "b", vec![], 40).is_empty());
+        assert_eq!(c.longest_prefix(&[1, 2, 3, 4]).map(|e| e.seq), Some("a"));
+        assert_eq!(c.longest_prefix(&[1, 2, 9]).map(|e| e.seq), Some("b"));
+        assert!(c.longest_prefix(&[2]).is_none());
+        // "a" was used before "b": it goes first
+        assert_eq!(c.insert(vec![7], "c", vec![], 40), vec!["a"]);
+        assert!(c.bytes() <= c.budget());
+        assert_eq!(c.insert(vec![8], "huge", vec![], 101), vec!["huge"]);
+        assert_eq!(c.insert(vec![1, 2], "b2", vec![], 10), vec!["b"]);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.bytes(), 50);
+        let mut all = c.clear();
+        all.sort();
+        assert_eq!(all, vec!["b2", "c"]);
+        assert_eq!((c.bytes(), c.len(), c.nodes.len() - c.free_nodes.len()), (0, 0, 1));
+    }
+}

@@ -1,0 +1,373 @@
+//! The lane host: one thread owns the engine; each round takes cancels, admits queued jobs into free lanes, runs every live stream's rows through one forward, samples each row with its own stream's sampler, and streams the text out.
+use super::cache::PromptCache;
+use super::job::{Command, Event, FinishReason, Job, JobError};
+use super::lane::{Lane, Step};
+use super::snapshot::{Snapshot, SnapshotDir};
+use super::status::{LaneStatus, Status};
+use crate::engine::{Engine, EngineError, SeqId, Span, Work};
+use crate::exec::Executor;
+use crate::model::forward::LogitRows;
+use crate::model::taps::Taps;
+use crate::text::Tokenizer;
+use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the lane host runs.
+pub struct HostConfig {
+    /// Lanes: streams decoding at once.
+    pub parallel: usize,
+    /// Positions per lane.
+    pub context: usize,
+    /// Most rows one round computes (decode rows first, then prompt chunks).
+    pub round_tokens: usize,
+    /// How long a job may wait for a lane.
+    pub queue_timeout: Option<Duration>,
+    /// Prompt-cache budget in bytes (0 = off).
+    pub cache_bytes: usize,
+    /// Snapshots on disk.
+    pub snapshots: Option<SnapshotDir>,
+}
+
+/// The lane host over one engine.
+pub struct Host<'t, 'm, 'c, E: Executor> {
+    engine: Engine<'m, 'c, E>,
+    tok: &'t Tokenizer,
+    cfg: HostConfig,
+    queue: VecDeque<Job>,
+    lanes: Vec<Lane>,
+    cache: PromptCache<SeqId>,
+    status: Arc<Mutex<Status>>,
+    drain: Option<Instant>,
+}
+
+/// A failure that ends serving (the device is lost).
+#[derive(Debug, thiserror::Error)]
+#[error("the device is lost: {0}")]
+pub struct Lost(pub String);
+
+impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
+    /// A host with no jobs; loads the snapshots of `cfg.snapshots` into the prompt cache (refused files are logged and left).
+    pub fn new(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>) -> Self {
+        let cache = PromptCache::new(cfg.cache_bytes);
+        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None };
+        h.load_snapshots();
+        h.publish();
+        h
+    }
+
+    fn load_snapshots(&mut self) {
+        let Some(dir) = &self.cfg.snapshots else { return };
+        for (path, snap) in dir.read_all() {
+            let loaded = snap.and_then(|s| {
+                let seq = self.engine.restore(&s.state).map_err(|e| e.to_string())?;
+                Ok((s, seq))
+            });
+            match loaded {
+                Ok((s, seq)) => {
+                    let n = s.key.len();
+                    self.keep(s.key, seq, s.logits);
+                    eprintln!("snapshot {}: resumed {n} tokens", path.display());
+                }
+                Err(e) => eprintln!("snapshot {}: refused: {e}", path.display()),
+            }
+        }
+    }
+
+    /// Serves commands until the senders are gone or a drain ends; `Err` when the device is lost.
+    pub fn run(mut self, rx: Receiver<Command>) -> Result<(), Lost> {
+        loop {
+            if self.lanes.is_empty() && self.queue.is_empty() {
+                if self.drain.is_some() {
+                    return Ok(());
+                }
+                let wait = self.cfg.queue_timeout.unwrap_or(Duration::from_secs(3600));
+                match rx.recv_timeout(wait) {
+                    Ok(c) => self.command(c),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                }
+            }
+            while let Ok(c) = rx.try_recv() {
+                self.command(c);
+            }
+            self.expire();
+            self.admit();
+            self.sample_ready();
+            self.leave_abandoned();
+            if !self.lanes.is_empty() {
+                self.round()?;
+            }
+            self.publish();
+        }
+    }
+
+    fn command(&mut self, c: Command) {
+        match c {
+            Command::Submit(job) if self.drain.is_some() => {
+                let _ = job.events.send(Event::Error(JobError::Unavailable("the server is draining".into())));
+            }
+            Command::Submit(job) => self.queue.push_back(job),
+            Command::Cancel(id) => {
+                self.queue.retain(|j| j.id != id);
+                if let Some(i) = self.lanes.iter().position(|l| l.job.id == id) {
+                    let lane = self.lanes.remove(i);
+                    let _ = self.engine.remove(lane.seq);
+                }
+            }
+            Command::Drain(deadline) => {
+                self.drain = Some(deadline);
+                for j in self.queue.drain(..) {
+                    let _ = j.events.send(Event::Error(JobError::Unavailable("the server is draining".into())));
+                }
+            }
+        }
+    }
+
+    /// Queued jobs past the queue timeout fail; at the drain deadline running streams are cancelled.
+    fn expire(&mut self) {
+        if let Some(t) = self.cfg.queue_timeout {
+            let now = Instant::now();
+            let (late, keep): (Vec<Job>, Vec<Job>) = self.queue.drain(..).partition(|j| now.duration_since(j.arrived) > t);
+            self.queue = keep.into();
+            for j in late {
+                let _ = j.events.send(Event::Error(JobError::Unavailable(format!("no lane became free within the queue timeout of {} s", t.as_secs_f64()))));
+            }
+        }
+        if self.drain.is_some_and(|d| Instant::now() >= d) {
+            for lane in std::mem::take(&mut self.lanes) {
+                let _ = lane.job.events.send(Event::Error(JobError::Unavailable("cancelled: the server shut down before the reply finished".into())));
+                let _ = self.engine.remove(lane.seq);
+            }
+        }
+    }
+
+    /// Moves queued jobs into free lanes, each resuming from its longest cached prefix.
+    fn admit(&mut self) {
+        while self.lanes.len() < self.cfg.parallel {
+            let Some(job) = self.queue.pop_front() else { break };
+            if job.events.is_closed() {
+                continue;
+            }
+            let hit = self.cache.longest_prefix(&job.prompt).map(|e| (e.key.len(), e.seq, e.logits.clone()));
+            let seq = match &hit {
+                Some((_, seq, _)) => self.engine.fork(*seq),
+                None => self.engine.add().map_err(EngineError::from),
+            };
+            let seq = match seq {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = job.events.send(Event::Error(JobError::Engine(format!("allocating the stream's state: {e}"))));
+                    continue;
+                }
+            };
+            let (cached, ready) = match hit {
+                Some((n, _, logits)) => (n, (n == job.prompt.len()).then_some(logits)),
+                None => (0, None),
+            };
+            {
+                let mut st = self.status.lock().unwrap_or_else(|p| p.into_inner());
+                st.cache_queries += job.prompt.len() as u64;
+                st.cache_hits += cached as u64;
+            }
+            let _ = job.events.send(Event::Started { cached_tokens: cached });
+            self.lanes.push(Lane::new(job, seq, cached, ready));
+        }
+    }
+
+    /// Samples the lanes whose logits came from the cache.
+    fn sample_ready(&mut self) {
+        let mut i = 0;
+        while i < self.lanes.len() {
+            if let Some(logits) = self.lanes[i].ready.take() {
+                if self.step(i, &logits) {
+                    continue;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn leave_abandoned(&mut self) {
+        for lane in std::mem::take(&mut self.lanes) {
+            if lane.abandoned() {
+                let _ = self.engine.remove(lane.seq);
+            } else {
+                self.lanes.push(lane);
+            }
+        }
+    }
+
+    /// Samples lane `i` from `logits`; true when the lane left (finished or failed).
+    fn step(&mut self, i: usize, logits: &[f32]) -> bool {
+        let room = self.cfg.context;
+        match self.lanes[i].sample(logits, self.tok, room) {
+            Ok(Step::Continue) => false,
+            Ok(Step::Finished(reason)) => {
+                let lane = self.lanes.remove(i);
+                self.end(lane, reason, logits);
+                true
+            }
+            Err(e) => {
+                let lane = self.lanes.remove(i);
+                let _ = lane.job.events.send(Event::Error(e));
+                let _ = self.engine.remove(lane.seq);
+                true
+            }
+        }
+    }
+
+    /// Finishes a lane; its state goes to the cache keyed by everything it consumed.
+    fn end(&mut self, lane: Lane, reason: FinishReason, logits: &[f32]) {
+        let (job, seq, tokens) = lane.finish(reason, self.tok);
+        let mut key = job.prompt;
+        key.extend(&tokens[..tokens.len() - 1]);
+        if self.cache.budget() > 0 && !self.cache.contains(&key) {
+            self.keep(key, seq, logits.to_vec());
+        } else {
+            let _ = self.engine.remove(seq);
+        }
+    }
+
+    /// Puts `seq` in the cache (freeing what it evicts) and on disk when asked.
+    fn keep(&mut self, key: Vec<u32>, seq: SeqId, logits: Vec<f32>) {
+        let bytes = self.engine.resident_bytes(seq).unwrap_or(usize::MAX / 2) + logits.len() * 4;
+        if !self.cache.fits(bytes) {
+            let _ = self.engine.remove(seq);
+            return;
+        }
+        if let Some(dir) = &self.cfg.snapshots {
+            if let Ok(state) = self.engine.state_bytes(seq) {
+                if let Err(e) = dir.write(&Snapshot { key: key.clone(), logits: logits.clone(), state }) {
+                    eprintln!("snapshot: {e}");
+                }
+            }
+        }
+        for old in self.cache.insert(key, seq, logits, bytes) {
+            let _ = self.engine.remove(old);
+        }
+    }
+
+    /// One forward over every lane's rows: decode rows first, then prompt chunks within `round_tokens`.
+    fn round(&mut self) -> Result<(), Lost> {
+        let mut budget = self.cfg.round_tokens.max(1);
+        let mut plan: Vec<(usize, usize, usize)> = Vec::new();
+        for (i, l) in self.lanes.iter().enumerate() {
+            if l.next.is_some() {
+                plan.push((i, 0, 1));
+                budget = budget.saturating_sub(1);
+            }
+        }
+        for (i, l) in self.lanes.iter().enumerate() {
+            if l.prefilling() && budget > 0 {
+                let n = (l.job.prompt.len() - l.fed).min(budget);
+                plan.push((i, l.fed, n));
+                budget -= n;
+            }
+        }
+        if plan.is_empty() {
+            return Ok(());
+        }
+        let singles: Vec<[u32; 1]> = plan.iter().map(|&(i, _, _)| [self.lanes[i].next.unwrap_or(0)]).collect();
+        let spans: Vec<[Span<'_>; 1]> = plan
+            .iter()
+            .zip(&singles)
+            .map(|(&(i, from, n), one)| {
+                let l = &self.lanes[i];
+                [Span::Tokens(if l.next.is_some() { &one[..] } else { &l.job.prompt[from..from + n] })]
+            })
+            .collect();
+        let work: Vec<Work<'_>> = plan.iter().zip(&spans).map(|(&(i, _, _), s)| Work { seq: self.lanes[i].seq, input: &s[..], rows: LogitRows::Last }).collect();
+        let out = self.engine.round(&work, &mut Taps::default());
+        drop(work);
+        let logits = match out {
+            Ok(l) => l,
+            Err(e) => return self.fail_round(&plan, e),
+        };
+        // which lanes sample this round: decoders, and prompts whose last chunk this was
+        let mut sampled: Vec<(usize, Vec<f32>)> = Vec::new();
+        for (&(i, _, n), t) in plan.iter().zip(&logits) {
+            let lane = &mut self.lanes[i];
+            if lane.next.take().is_none() {
+                lane.fed += n;
+                if lane.prefilling() {
+                    continue;
+                }
+            }
+            match self.engine.ex.read(t) {
+                Ok(v) => sampled.push((i, v)),
+                Err(e) => return self.fail_round(&plan, EngineError::from(e)),
+            }
+        }
+        drop(logits);
+        let seqs: Vec<SeqId> = self.lanes.iter().map(|l| l.seq).collect();
+        for (i, v) in sampled {
+            let seq = seqs[i];
+            let Some(at) = self.lanes.iter().position(|l| l.seq == seq) else { continue };
+            if self.lanes[at].tokens.is_empty() {
+                self.snapshot_prompt(at, &v);
+            }
+            self.step(at, &v);
+        }
+        Ok(())
+    }
+
+    /// A prompt just filled: a copy of its state goes to the cache keyed by the prompt.
+    fn snapshot_prompt(&mut self, at: usize, logits: &[f32]) {
+        let l = &self.lanes[at];
+        if self.cache.budget() == 0 || self.cache.contains(&l.job.prompt) {
+            return;
+        }
+        let (seq, key) = (l.seq, l.job.prompt.clone());
+        let bytes = self.engine.resident_bytes(seq).unwrap_or(usize::MAX / 2) + logits.len() * 4;
+        if !self.cache.fits(bytes) {
+            return;
+        }
+        if let Ok(copy) = self.engine.fork(seq) {
+            self.keep(key, copy, logits.to_vec());
+        }
+    }
+
+    /// A failed round fails its streams; when the device no longer answers, serving ends.
+    fn fail_round(&mut self, plan: &[(usize, usize, usize)], e: EngineError) -> Result<(), Lost> {
+        let msg = format!("the engine failed in a round: {e}");
+        eprintln!("{msg}");
+        let hit: Vec<SeqId> = plan.iter().map(|&(i, _, _)| self.lanes[i].seq).collect();
+        for lane in std::mem::take(&mut self.lanes) {
+            if hit.contains(&lane.seq) {
+                let _ = lane.job.events.send(Event::Error(JobError::Engine(msg.clone())));
+                let _ = self.engine.remove(lane.seq);
+            } else {
+                self.lanes.push(lane);
+            }
+        }
+        let probe = self.engine.ex.zeros(1, 1).and_then(|t| self.engine.ex.read(&t));
+        match probe {
+            Ok(_) => Ok(()),
+            Err(p) => {
+                let reason = format!("{msg}; the device does not answer: {p}");
+                self.status.lock().unwrap_or_else(|p| p.into_inner()).failure = Some(reason.clone());
+                for lane in std::mem::take(&mut self.lanes) {
+                    let _ = lane.job.events.send(Event::Error(JobError::Engine(reason.clone())));
+                }
+                Err(Lost(reason))
+            }
+        }
+    }
+
+    /// Copies the lanes, queue and cache figures into the shared status.
+    fn publish(&self) {
+        let mut st = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        st.lanes = self
+            .lanes
+            .iter()
+            .map(|l| LaneStatus { id: l.job.id.clone(), prefilling: l.prefilling(), position: l.fed + l.tokens.len(), prompt_tokens: l.job.prompt.len(), generated: l.tokens.len(), since: l.admitted })
+            .collect();
+        st.waiting = self.queue.len();
+        st.cache_bytes = self.cache.bytes();
+        st.cache_budget = self.cache.budget();
+        st.cache_entries = self.cache.len();
+        st.ready = true;
+    }
+}

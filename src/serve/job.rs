@@ -1,0 +1,134 @@
+//! What a request hands the lane host, and what the host streams back.
+use crate::engine::Sampler;
+use std::time::Instant;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One generation request, as the lane host runs it.
+pub struct Job {
+    /// The request id (echoed in `x-request-id`).
+    pub id: String,
+    /// Prompt token ids.
+    pub prompt: Vec<u32>,
+    /// The stream's sampler.
+    pub sampler: Sampler,
+    /// The seed the sampler draws from (returned so a reply can be replayed).
+    pub seed: u64,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Tokens that end the reply (kept in its token ids).
+    pub stop_ids: Vec<u32>,
+    /// Texts that end the reply (cut from its text).
+    pub stop_strings: Vec<String>,
+    /// Log-probabilities: `None` off, `Some(n)` the chosen token's and the `n` best.
+    pub logprobs: Option<usize>,
+    /// Hash every step's logits.
+    pub logits_sha: bool,
+    /// Leave special tokens out of the text.
+    pub skip_special: bool,
+    /// Where the host streams events; a dropped receiver cancels the job.
+    pub events: UnboundedSender<Event>,
+    /// When the request arrived.
+    pub arrived: Instant,
+}
+
+/// One generated token's log-probabilities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    /// The chosen token's log-probability.
+    pub logprob: f32,
+    /// The best tokens and theirs, best first.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Why a reply ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A stop token.
+    Stop,
+    /// One of the request's stop texts (which one).
+    StopString(String),
+    /// The token budget or the context ran out.
+    Length,
+}
+
+/// The end of a reply: its figures and hashes.
+#[derive(Clone, Debug)]
+pub struct Finish {
+    /// Why it ended.
+    pub reason: FinishReason,
+    /// Generated token ids (the stop token included).
+    pub tokens: Vec<u32>,
+    /// sha256 over `tokens` as little-endian u32, hex.
+    pub token_sha: String,
+    /// sha256 over every step's logits bits, hex, when asked.
+    pub logits_sha: Option<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Prompt tokens resumed from the prompt cache.
+    pub cached_tokens: usize,
+    /// Prompt tokens this request computed.
+    pub prefilled_tokens: usize,
+    /// Seconds in the queue before a lane took it.
+    pub queue_s: f64,
+    /// Seconds from arrival to the first token.
+    pub ttft_s: f64,
+    /// Seconds from taking a lane to the first token.
+    pub prefill_s: f64,
+    /// Tokens per second after the first.
+    pub decode_tok_s: f64,
+}
+
+/// What the lane host streams for one job.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A lane took the job.
+    Started {
+        /// Prompt tokens resumed from the cache.
+        cached_tokens: usize,
+    },
+    /// A generated token and the text it completes (possibly empty while a character or a stop text is pending).
+    Token {
+        /// Token id.
+        id: u32,
+        /// New text.
+        text: String,
+        /// Log-probabilities when asked.
+        logprob: Option<TokenLogprob>,
+    },
+    /// Text held back until the end (the tail of the detokenizer).
+    Text(String),
+    /// The reply ended.
+    Done(Finish),
+    /// The job failed; nothing more follows.
+    Error(JobError),
+}
+
+/// Why a job failed, with the status an API gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobError {
+    /// The request cannot run (e.g. its prompt does not fit the context).
+    Invalid(String),
+    /// The server is busy or draining.
+    Unavailable(String),
+    /// The engine failed while running it.
+    Engine(String),
+}
+
+impl JobError {
+    /// The message.
+    pub fn message(&self) -> &str {
+        match self {
+            JobError::Invalid(m) | JobError::Unavailable(m) | JobError::Engine(m) => m,
+        }
+    }
+}
+
+/// What handlers send the lane host.
+pub enum Command {
+    /// Queue a job.
+    Submit(Job),
+    /// Stop a job by id, queued or running.
+    Cancel(String),
+    /// Stop admitting; finish running jobs by the deadline, then cancel the rest and return.
+    Drain(Instant),
+}

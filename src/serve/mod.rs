@@ -1,0 +1,12 @@
+//! Serving on one engine: jobs, lanes and rounds, the prompt cache and its snapshots on disk.
+pub mod cache;
+pub mod host;
+pub mod job;
+pub mod lane;
+pub mod snapshot;
+pub mod status;
+
+pub use host::{Host, HostConfig, Lost};
+pub use job::{Command, Event, Finish, FinishReason, Job, JobError, TokenLogprob};
+pub use lane::token_sha;
+pub use status::{LaneStatus, Status};

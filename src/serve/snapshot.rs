@@ -1,0 +1,159 @@
+//! Prompt-cache snapshots on disk: a versioned file carrying the checkpoint's fingerprint, the token prefix, its logits and the state bytes, sealed by a sha256.
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The first bytes of a snapshot file (the version is in the name).
+pub const MAGIC: &[u8; 8] = b"LKSNAP01";
+/// The file extension.
+pub const EXT: &str = "lksnap";
+
+/// What a snapshot file holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// The token prefix the state consumed.
+    pub key: Vec<u32>,
+    /// The logits of its last token.
+    pub logits: Vec<f32>,
+    /// `SeqState::to_bytes` of the state.
+    pub state: Vec<u8>,
+}
+
+/// The file's bytes: magic, fingerprint, key, logits, state, then sha256 of everything before it.
+pub fn encode(fingerprint: &[u8; 32], s: &Snapshot) -> Vec<u8> {
+    let mut b = MAGIC.to_vec();
+    b.extend(fingerprint);
+    b.extend((s.key.len() as u64).to_le_bytes());
+    s.key.iter().for_each(|t| b.extend(t.to_le_bytes()));
+    b.extend((s.logits.len() as u64).to_le_bytes());
+    s.logits.iter().for_each(|v| b.extend(v.to_bits().to_le_bytes()));
+    b.extend((s.state.len() as u64).to_le_bytes());
+    b.extend(&s.state);
+    let seal = Sha256::digest(&b);
+    b.extend(seal);
+    b
+}
+
+/// Reads a file [`encode`] wrote; refused when truncated, corrupted, or made for another checkpoint.
+pub fn decode(fingerprint: &[u8; 32], bytes: &[u8]) -> Result<Snapshot, String> {
+    if bytes.len() < MAGIC.len() + 32 + 32 || &bytes[..8] != MAGIC {
+        return Err("not a lockstep snapshot of this version (bad magic or too short)".into());
+    }
+    let (body, seal) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(body).as_slice() != seal {
+        return Err("checksum mismatch: the file is truncated or corrupted".into());
+    }
+    if &body[8..40] != fingerprint {
+        return Err("made for another checkpoint (fingerprint differs)".into());
+    }
+    let mut at = 40;
+    let u64_at = |at: &mut usize| -> Result<usize, String> {
+        let s = body.get(*at..*at + 8).ok_or("truncated header")?;
+        *at += 8;
+        usize::try_from(u64::from_le_bytes(s.try_into().map_err(|_| "bad length")?)).map_err(|_| "length too large".to_string())
+    };
+    let words = |at: &mut usize, n: usize| -> Result<Vec<u32>, String> {
+        let end = n.checked_mul(4).and_then(|b| b.checked_add(*at)).filter(|&e| e <= body.len()).ok_or("truncated data")?;
+        let v = body[*at..end].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        *at = end;
+        Ok(v)
+    };
+    let n = u64_at(&mut at)?;
+    let key = words(&mut at, n)?;
+    let n = u64_at(&mut at)?;
+    let logits = words(&mut at, n)?.into_iter().map(f32::from_bits).collect();
+    let n = u64_at(&mut at)?;
+    let state = body.get(at..at.checked_add(n).ok_or("length overflow")?).ok_or("truncated state")?.to_vec();
+    if at + n != body.len() {
+        return Err(format!("{} bytes after the state", body.len() - at - n));
+    }
+    Ok(Snapshot { key, logits, state })
+}
+
+/// The file name of a prefix: the sha256 of its ids.
+pub fn file_name(key: &[u32]) -> String {
+    let mut h = Sha256::new();
+    key.iter().for_each(|t| h.update(t.to_le_bytes()));
+    let hex: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{hex}.{EXT}")
+}
+
+/// A folder of snapshots kept within a byte budget (the oldest files go first).
+pub struct SnapshotDir {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Most bytes of snapshot files.
+    pub budget: u64,
+    /// The checkpoint's fingerprint.
+    pub fingerprint: [u8; 32],
+}
+
+impl SnapshotDir {
+    /// Snapshot files in the folder with their size and age, oldest first.
+    fn files(&self) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut v: Vec<_> = rd
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == EXT))
+            .filter_map(|e| e.metadata().ok().map(|m| (e.path(), m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))))
+            .collect();
+        v.sort_by_key(|f| f.2);
+        v
+    }
+
+    /// Writes `s` (atomically, through a temporary file), removing the oldest files to stay within the budget; a snapshot larger than the budget is not written.
+    pub fn write(&self, s: &Snapshot) -> Result<Option<PathBuf>, String> {
+        let bytes = encode(&self.fingerprint, s);
+        if bytes.len() as u64 > self.budget {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("creating {}: {e}", self.dir.display()))?;
+        let path = self.dir.join(file_name(&s.key));
+        let mut files: Vec<_> = self.files().into_iter().filter(|f| f.0 != path).collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        while total + bytes.len() as u64 > self.budget && !files.is_empty() {
+            let (p, n, _) = files.remove(0);
+            std::fs::remove_file(&p).map_err(|e| format!("removing {}: {e}", p.display()))?;
+            total -= n;
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, &bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("renaming {}: {e}", tmp.display()))?;
+        Ok(Some(path))
+    }
+
+    /// Every snapshot file, newest last: its path and what it holds, or why it was refused.
+    pub fn read_all(&self) -> Vec<(PathBuf, Result<Snapshot, String>)> {
+        self.files()
+            .into_iter()
+            .map(|(p, _, _)| {
+                let r = std::fs::read(&p).map_err(|e| e.to_string()).and_then(|b| decode(&self.fingerprint, &b));
+                (p, r)
+            })
+            .collect()
+    }
+}
+
+/// Whether `path` is inside a folder that exists or can be made.
+pub fn usable(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("snapshot dir {}: {e}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_round_trips_and_any_flipped_or_missing_byte_is_refused() {
+        let fp = [7u8; 32];
+        let s = Snapshot { key: vec![1, 2, 3], logits: vec![0.5, -0.0, f32::MIN_POSITIVE], state: (0..50).collect() };
+        let b = encode(&fp, &s);
+        assert_eq!(decode(&fp, &b).unwrap(), s);
+        for i in [0, 9, 45, b.len() / 2, b.len() - 1] {
+            let mut c = b.clone();
+            c[i] ^= 1;
+            assert!(decode(&fp, &c).is_err(), "flip at {i}");
+        }
+        assert!(decode(&fp, &b[..b.len() - 1]).is_err());
+        assert!(decode(&[8u8; 32], &b).unwrap_err().contains("another checkpoint"));
+    }
+}
