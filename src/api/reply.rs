@@ -111,10 +111,11 @@ pub fn stream<R: Reply>(state: Arc<AppState>, events: JobEvents, reply: R, diale
     let body = futures_util::stream::unfold(s, |mut s| async move {
         loop {
             if let Some(f) = s.out.pop_front() {
-                let mut ev = SseEvent::default().data(f.data);
+                let mut ev = SseEvent::default();
                 if let Some(n) = f.name {
                     ev = ev.event(n);
                 }
+                let ev = ev.data(f.data);
                 return Some((Ok::<_, Infallible>(ev), s));
             }
             if s.ended {
