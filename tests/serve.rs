@@ -1,0 +1,198 @@
+//! The serving contract on the tiny model, on the CPU oracle and the default GPU adapter: concurrent == solo == serial, resumed == fresh, seeded replies repeat, a cancel storm leaves the next request exact, CPU and GPU servers agree and share snapshots, SIGTERM drains.
+mod cli_support;
+mod serve_support;
+
+use cli_support::{temp, tiny_model};
+use serde_json::{json, Value};
+use serve_support::{python, sha, start_and_drop, Server};
+use std::time::{Duration, Instant};
+
+const PROMPT: &str = "The quick brown fox jumps over the lazy dog while the engine computes every bit the same way on every device.";
+
+fn completion(prompt: &str, max: usize, temperature: f64, seed: Option<u64>) -> Value {
+    let mut v = json!({ "model": "m", "prompt": prompt, "max_tokens": max, "temperature": temperature, "lockstep": { "logits_sha": true } });
+    if let Some(s) = seed {
+        v["seed"] = json!(s);
+    }
+    v
+}
+
+/// A tiny model in a folder named `m` (the served model id).
+fn model(tag: &str) -> (cli_support::TempDir, std::path::PathBuf) {
+    let dir = tiny_model("serve", tag, "7");
+    let m = dir.0.join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    for e in std::fs::read_dir(&dir.0).unwrap().flatten() {
+        if e.path().is_file() {
+            std::fs::rename(e.path(), m.join(e.file_name())).unwrap();
+        }
+    }
+    (dir, m)
+}
+
+fn metric(server: &Server, name: &str) -> f64 {
+    let (_, v) = server.get("/metrics").unwrap();
+    let text = v.as_str().unwrap_or("").to_string();
+    text.lines().find(|l| l.starts_with(&format!("{name}{{"))).and_then(|l| l.rsplit(' ').next()).and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("no metric {name} in {text}"))
+}
+
+fn script(server: &Server, name: &str, args: &[&str]) {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend(args);
+    let (ok, out, err) = python(name, &all);
+    println!("{name}:\n{out}");
+    assert!(ok, "{name} {args:?} failed:\n{out}\n{err}\nserver log:\n{}", server.log());
+}
+
+/// Every serving promise on one device.
+fn contract(device: &str, max_tokens: &str) {
+    let (_keep, m) = model(device);
+    let budget = 50u64 << 20;
+    let server = Server::start(&m, &["--device", device, "--parallel", "4", "--context", "1024", "--prompt-cache-gib", &format!("{}", budget as f64 / (1u64 << 30) as f64), "--round-tokens", "64"]);
+
+    script(&server, "scripts/bench_concurrent.py", &["--levels", "1,4,8", "--temperatures", "0,1", "--alone", "--serial", "--mixed-lengths", "--max-tokens", max_tokens]);
+    script(&server, "scripts/bench_cache.py", &["--require-cold", "--require-reuse", "--prompt-tokens", "300", "--repeats", "2", "--concurrent", "2", "--max-tokens", "4"]);
+
+    // seeded replies repeat; an unseeded reply replays with the seed it returned
+    let a = server.ok("/v1/completions", &completion("Seeds make replies repeat.", 8, 1.0, Some(42)));
+    let b = server.ok("/v1/completions", &completion("Seeds make replies repeat.", 8, 1.0, Some(42)));
+    assert_eq!((sha(&a), &a["lockstep"]["logits_sha"]), (sha(&b), &b["lockstep"]["logits_sha"]));
+    let free = server.ok("/v1/completions", &completion("An unseeded reply returns its seed.", 8, 1.0, None));
+    let seed = free["lockstep"]["seed"].as_u64().expect("a returned seed");
+    let replay = server.ok("/v1/completions", &completion("An unseeded reply returns its seed.", 8, 1.0, Some(seed)));
+    assert_eq!(sha(&free), sha(&replay), "the replay with the returned seed {seed}");
+
+    // a cancel storm: 20 requests dropped at random points while 2 others run
+    let long = |i: usize| format!("Storm request {i}: {}", "every bit stays the same on every device; ".repeat(20));
+    let keep: Vec<Value> = (0..2).map(|i| completion(&format!("A request that runs through the storm, number {i}."), 24, 1.0, Some(100 + i as u64))).collect();
+    let after = completion("The request after the storm.", 12, 1.0, Some(7));
+    let solo: Vec<Value> = keep.iter().chain([&after]).map(|r| server.ok("/v1/completions", r)).collect();
+    let addr = server.addr.clone();
+    let runners: Vec<_> = keep.iter().cloned().map(|r| {
+        let addr = addr.clone();
+        std::thread::spawn(move || serve_support::request(&addr, "POST", "/v1/completions", &[], r.to_string().as_bytes()).unwrap())
+    }).collect();
+    let storm: Vec<_> = (0..20).map(|i| {
+        let addr = addr.clone();
+        let mut body = completion(&long(i), 16, 1.0, Some(i as u64));
+        body["stream"] = json!(true);
+        // 0 bytes: dropped while queued or mid-prompt; more: mid-reply
+        let cut = [0usize, 1, 300, 900, 2000][i % 5];
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis((i as u64 * 37) % 400));
+            start_and_drop(&addr, "/v1/completions", &body, cut)
+        })
+    }).collect();
+    for s in storm {
+        s.join().unwrap();
+    }
+    for (r, want) in runners.into_iter().zip(&solo) {
+        let (status, got) = r.join().unwrap();
+        assert_eq!(status, 200, "{got}");
+        assert_eq!((sha(&got), &got["lockstep"]["logits_sha"]), (sha(want), &want["lockstep"]["logits_sha"]), "a request that ran through the storm");
+    }
+    let next = server.ok("/v1/completions", &after);
+    assert_eq!((sha(&next), &next["lockstep"]["logits_sha"]), (sha(&solo[2]), &solo[2]["lockstep"]["logits_sha"]), "the request after the storm");
+    let t0 = Instant::now();
+    while metric(&server, "vllm:num_requests_running") != 0.0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "streams still running after the storm");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(metric(&server, "lockstep:prompt_cache_bytes") <= budget as f64);
+    assert_eq!(metric(&server, "lockstep:prompt_cache_budget_bytes"), budget as f64);
+    println!("storm: 2 runners and the next request equal their solo runs; cache {} of {budget} bytes", metric(&server, "lockstep:prompt_cache_bytes"));
+}
+
+#[test]
+fn the_serving_contract_holds_on_the_cpu_oracle() {
+    contract("cpu", "24");
+}
+
+#[test]
+fn the_serving_contract_holds_on_the_default_gpu_adapter() {
+    contract("gpu", "12");
+}
+
+#[test]
+fn cpu_and_gpu_servers_give_one_reply_and_resume_each_others_snapshots() {
+    let (_keep, m) = model("cross");
+    let snaps = temp("serve", "snaps");
+    let dir = snaps.0.to_str().unwrap();
+    let mut r = completion(PROMPT, 12, 1.0, Some(9));
+    r["logprobs"] = json!(3);
+    let q = completion("A second prompt for the second server.", 10, 0.0, Some(1));
+
+    let cpu = Server::start(&m, &["--device", "cpu", "--snapshot-dir", dir]);
+    let a = cpu.ok("/v1/completions", &r);
+    assert_eq!(a["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert!(cpu.stop().success());
+    let files = std::fs::read_dir(&snaps.0).unwrap().count();
+    assert!(files > 0, "the CPU server wrote no snapshot");
+
+    let gpu = Server::start(&m, &["--device", "gpu", "--snapshot-dir", dir]);
+    assert!(gpu.log().contains("resumed"), "{}", gpu.log());
+    let b = gpu.ok("/v1/completions", &r);
+    assert!(b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{b}");
+    assert_eq!(b["lockstep"]["prefilled_tokens"].as_u64().unwrap() + b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap(), b["usage"]["prompt_tokens"].as_u64().unwrap());
+    assert_eq!((sha(&a), &a["lockstep"]["logits_sha"], &a["choices"][0]["logprobs"]), (sha(&b), &b["lockstep"]["logits_sha"], &b["choices"][0]["logprobs"]), "a CPU snapshot resumed on the GPU");
+    let gq = gpu.ok("/v1/completions", &q);
+    assert!(gpu.stop().success());
+
+    // corrupt one snapshot file and truncate another: both refused with their names, nothing lost
+    let mut paths: Vec<_> = std::fs::read_dir(&snaps.0).unwrap().flatten().map(|e| e.path()).collect();
+    paths.sort();
+    let mut bytes = std::fs::read(&paths[0]).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&paths[0], &bytes).unwrap();
+    if paths.len() > 1 {
+        let b1 = std::fs::read(&paths[1]).unwrap();
+        std::fs::write(&paths[1], &b1[..b1.len() - 7]).unwrap();
+    }
+    let cpu = Server::start(&m, &["--device", "cpu", "--snapshot-dir", dir]);
+    let name = paths[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(cpu.log().lines().any(|l| l.contains(&name) && l.contains("refused")), "{}", cpu.log());
+    let cq = cpu.ok("/v1/completions", &q);
+    assert_eq!((sha(&gq), &gq["lockstep"]["logits_sha"]), (sha(&cq), &cq["lockstep"]["logits_sha"]), "the GPU's reply, on the CPU after a restart");
+    let again = cpu.ok("/v1/completions", &r);
+    assert_eq!(sha(&again), sha(&a), "a seeded reply after two restarts");
+    drop(cpu);
+
+    // a resumed reply equals a fresh server's: tokens, logits and logprobs
+    let fresh = Server::start(&m, &["--device", "cpu", "--prompt-cache-gib", "0"]);
+    let f = fresh.ok("/v1/completions", &r);
+    assert_eq!(f["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!((sha(&f), &f["lockstep"]["logits_sha"], &f["choices"][0]["logprobs"]), (sha(&b), &b["lockstep"]["logits_sha"], &b["choices"][0]["logprobs"]));
+}
+
+#[test]
+fn sigterm_lets_two_streams_finish_refuses_new_requests_and_exits_zero() {
+    let (_keep, m) = model("drain");
+    let server = Server::start(&m, &["--device", "cpu", "--drain-seconds", "120"]);
+    let addr = server.addr.clone();
+    let streams: Vec<_> = (0..2).map(|i| {
+        let addr = addr.clone();
+        let mut body = completion(&format!("Stream {i} finishes after the signal."), 40, 1.0, Some(i));
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({ "include_usage": true });
+        std::thread::spawn(move || serve_support::request(&addr, "POST", "/v1/completions", &[], body.to_string().as_bytes()).unwrap())
+    }).collect();
+    let t0 = Instant::now();
+    while metric(&server, "vllm:num_requests_running") < 2.0 {
+        assert!(t0.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.terminate();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = server.post("/v1/completions", &completion("Too late.", 4, 0.0, None));
+    assert_eq!(status, 503, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("shutting down"));
+    for s in streams {
+        let (status, text) = s.join().unwrap();
+        let text = text.as_str().unwrap_or("").to_string();
+        assert_eq!(status, 200);
+        assert!(text.contains("\"completion_tokens\":40") && text.contains("[DONE]"), "a stream cut by the drain: {text}");
+    }
+    assert!(server.stop().success());
+}
