@@ -132,6 +132,8 @@ fn cpu_and_gpu_servers_give_one_reply_and_resume_each_others_snapshots() {
 
     let gpu = Server::start(&m, &["--device", "gpu", "--snapshot-dir", dir]);
     assert!(gpu.log().contains("resumed"), "{}", gpu.log());
+    let (_, health) = gpu.get("/health").unwrap();
+    assert!(health["identity"]["device"].as_str().unwrap().contains("backend="), "not a GPU adapter: {health}");
     let b = gpu.ok("/v1/completions", &r);
     assert!(b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 0, "{b}");
     assert_eq!(b["lockstep"]["prefilled_tokens"].as_u64().unwrap() + b["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap(), b["usage"]["prompt_tokens"].as_u64().unwrap());

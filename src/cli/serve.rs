@@ -198,7 +198,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     std::thread::Builder::new()
         .name("lane-host".into())
         .spawn(move || {
-            let r = host_thread(&a, host_cfg, lanes, context, tok, engine_state, fp_hex, rx).map_err(|e| format!("{e:#}"));
+            let r = host_thread(&a, host_cfg, lanes, context, tok, engine_state, fp_hex, rx, addr).map_err(|e| format!("{e:#}"));
             let _ = done_tx.send(r);
         })
         .context("starting the lane host")?;
@@ -239,7 +239,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
 
 /// The lane host's thread: opens the device, loads the model, checks the lanes' and cache's memory, then serves.
 #[allow(clippy::too_many_arguments)]
-fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: usize, tok: Arc<Tokenizer>, state: Arc<AppState>, fp: String, rx: mpsc::Receiver<Command>) -> Result<()> {
+fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: usize, tok: Arc<Tokenizer>, state: Arc<AppState>, fp: String, rx: mpsc::Receiver<Command>, addr: std::net::SocketAddr) -> Result<()> {
     let gpu = open_device(&args.device)?;
     let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", args.model.display()))?;
     if !ckpt.canonical().is_empty() {
@@ -260,14 +260,17 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     }
     *state.identity.lock().unwrap_or_else(|p| p.into_inner()) = Some(Identity { version: env!("CARGO_PKG_VERSION").into(), contract_hash, fingerprint: fp, device });
     let status = state.status.clone();
+    let key = if state.api_key.is_some() { " -H 'Authorization: Bearer $KEY'" } else { "" };
+    let ready = format!("ready on http://{addr}; try:\n  curl http://{addr}/v1/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}], \"max_tokens\": 32}}'", state.model.id);
     let served = match &gpu {
-        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), &tok, cfg_host, status, rx),
-        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), &tok, cfg_host, status, rx),
+        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), &tok, cfg_host, status, rx, &ready),
+        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), &tok, cfg_host, status, rx, &ready),
     };
     served.map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn run_host<E: Executor>(engine: Engine<'_, '_, E>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>) -> Result<(), crate::serve::Lost> {
-    eprintln!("ready");
-    Host::new(engine, tok, cfg, status).run(rx)
+fn run_host<E: Executor>(engine: Engine<'_, '_, E>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>, ready: &str) -> Result<(), crate::serve::Lost> {
+    let host = Host::new(engine, tok, cfg, status);
+    eprintln!("{ready}");
+    host.run(rx)
 }
