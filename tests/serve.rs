@@ -198,3 +198,17 @@ fn sigterm_lets_two_streams_finish_refuses_new_requests_and_exits_zero() {
     }
     assert!(server.stop().success());
 }
+
+#[test]
+fn two_hundred_malformed_requests_get_their_4xx_and_the_sdks_work_unmodified() {
+    let (_keep, m) = model("clients");
+    let server = Server::start(&m, &["--device", "cpu", "--parallel", "2", "--context", "512", "--api-key", "sekrit"]);
+    let (s, body) = serve_support::request(&server.addr, "POST", "/v1/completions", &[], completion("no key", 2, 0.0, None).to_string().as_bytes()).unwrap();
+    assert_eq!(s, 401, "{body}");
+    script(&server, "tests/clients/malformed.py", &["--api-key", "sekrit", "--model", "m"]);
+    let (has_sdks, _, err) = python("tests/clients/sdk_check.py", &["--help"]);
+    assert!(has_sdks, "the openai and anthropic SDKs are needed (`pip install openai anthropic`; scripts/test installs them): {err}");
+    script(&server, "tests/clients/sdk_check.py", &["--api-key", "sekrit", "--model", "m"]);
+    let (_, health) = server.get("/health").unwrap();
+    assert_eq!(health["status"], "ok");
+}

@@ -22,6 +22,9 @@ fn tools(f: &Fields<'_>) -> Result<Vec<Value>, ApiError> {
         .map(|(i, t)| {
             let name = t.get("name").and_then(Value::as_str).filter(|n| !n.is_empty() && !n.contains('"') && !n.contains('<')).ok_or_else(|| f.err(&format!("tools[{i}].name"), "every tool needs a `name` without quotes or angle brackets"))?;
             let schema = t.get("input_schema").filter(|s| s.is_object()).ok_or_else(|| f.err(&format!("tools[{i}].input_schema"), "every tool needs an object `input_schema`"))?;
+            if t.get("description").is_some_and(|d| !d.is_string() && !d.is_null()) {
+                return Err(f.err(&format!("tools[{i}].description"), "a tool's description must be a string"));
+            }
             Ok(json!({ "type": "function", "function": { "name": name, "description": t.get("description").cloned().unwrap_or(json!("")), "parameters": schema } }))
         })
         .collect()
@@ -74,6 +77,8 @@ pub async fn messages(state: Arc<AppState>, rid: String, body: Value) -> Result<
     let f = Fields::new(&body, &allowed, Dialect::Anthropic)?;
     let model = request_model(&state, &f)?;
     f.need("max_tokens")?;
+    f.str("anthropic_version")?;
+    f.str("service_tier")?;
     let s = settings(&f, "stop_sequences", &["max_tokens"])?;
     let (ids, on, render, forced) = prompt(&state, &f)?;
     let max = prompt_fits(&state, &f, ids.len(), s.max_tokens, "messages")?;
@@ -152,8 +157,8 @@ impl Message {
 impl Reply for Message {
     fn event(&mut self, e: &Event) -> Vec<Frame> {
         match e {
-            Event::Started { .. } => vec![
-                Frame::named("message_start", json!({ "type": "message_start", "message": { "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": { "input_tokens": self.input_tokens, "output_tokens": 0 } } })),
+            Event::Started { cached_tokens } => vec![
+                Frame::named("message_start", json!({ "type": "message_start", "message": { "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [], "stop_reason": null, "stop_sequence": null, "usage": { "input_tokens": self.input_tokens - cached_tokens, "output_tokens": 0, "cache_read_input_tokens": cached_tokens, "cache_creation_input_tokens": 0 } } })),
                 Frame::named("ping", json!({ "type": "ping" })),
             ],
             Event::Token { text, .. } | Event::Text(text) => {

@@ -125,7 +125,7 @@ pub fn anthropic_messages(system: Option<&Value>, v: &Value) -> Result<Vec<Messa
                     results.push(Message::tool(id, text));
                 }
                 ("image", _) | ("document", _) => return Err(bad(d, &bat, "image and document blocks are not served yet: this server runs text prompts only")),
-                (k, _) => return Err(bad(d, &format!("{bat}.type"), format!("block type `{k}` cannot appear in a {} message", if role == Role::User { "user" } else { "assistant" }))),
+                (k, _) => return Err(bad(d, &format!("{bat}.type"), format!("block type `{k}` cannot appear in {} message", if role == Role::User { "a user" } else { "an assistant" }))),
             }
         }
         // tool results answer the previous assistant turn; other user text follows them

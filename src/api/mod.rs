@@ -109,9 +109,16 @@ pub(crate) fn openai_tools(f: &Fields<'_>) -> Result<Vec<Value>, ApiError> {
         if t.get("type").and_then(Value::as_str) != Some("function") {
             return Err(f.err(&format!("tools[{i}].type"), "every tool must have `type: \"function\"`"));
         }
-        let name = t.get("function").and_then(|x| x.get("name")).and_then(Value::as_str);
+        let func = t.get("function");
+        let name = func.and_then(|x| x.get("name")).and_then(Value::as_str);
         if name.is_none_or(|n| n.is_empty() || n.contains('"') || n.contains('<')) {
             return Err(f.err(&format!("tools[{i}].function.name"), "every tool needs a `function.name` without quotes or angle brackets"));
+        }
+        if func.and_then(|x| x.get("description")).is_some_and(|d| !d.is_string() && !d.is_null()) {
+            return Err(f.err(&format!("tools[{i}].function.description"), "a tool's description must be a string"));
+        }
+        if func.and_then(|x| x.get("parameters")).is_some_and(|d| !d.is_object() && !d.is_null()) {
+            return Err(f.err(&format!("tools[{i}].function.parameters"), "a tool's parameters must be a JSON schema object"));
         }
     }
     Ok(list.clone())
@@ -268,6 +275,11 @@ async fn not_found(req: Request<Body>) -> Response {
     ApiError::new(StatusCode::NOT_FOUND, format!("no route {} {}", req.method(), req.uri().path())).dialect(d).into_response()
 }
 
+async fn wrong_method(req: Request<Body>) -> Response {
+    let d = if req.uri().path().starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi };
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} does not take {}", req.uri().path(), req.method())).dialect(d).into_response()
+}
+
 /// The server's routes.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -281,6 +293,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages", post(route_messages))
         .route("/v1/messages/count_tokens", post(route_count))
         .fallback(not_found)
+        .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }

@@ -48,6 +48,9 @@ pub async fn completions(state: Arc<AppState>, rid: String, body: Value) -> Resu
     }
     let logprobs = f.int("logprobs", 0, 20)?.map(|n| n as usize);
     let prompt = completion_prompt(&state, f.need("prompt")?)?;
+    if prompt.is_empty() {
+        return Err(f.err("prompt", "`prompt` holds no tokens"));
+    }
     let max = prompt_fits(&state, &f, prompt.len(), s.max_tokens, "prompt")?;
     let reply = Completion { id: format!("cmpl-{rid}"), model, tok: state.tok.clone(), created: now(), seed: s.seed, identity: state.identity(), include_usage: s.include_usage, text: String::new(), logprobs: logprobs.map(|_| Vec::new()) };
     let stream_it = s.stream;

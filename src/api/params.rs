@@ -185,6 +185,9 @@ pub fn settings(f: &Fields<'_>, stop_name: &str, max_names: &[&str]) -> Result<S
     }
     f.bool("draft")?;
     f.str("user")?;
+    if f.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err(f.err("metadata", "`metadata` must be an object"));
+    }
     let filters = Filters { top_k, min_p, presence_penalty, frequency_penalty };
     let sampler = Sampler::with_filters(Sampling::Random { temperature, top_p, seed }, filters).map_err(|e| f.err("temperature", e.to_string()))?;
     Ok(Settings { sampler, seed, max_tokens, stop, ignore_eos, logits_sha, stream, include_usage })

@@ -195,7 +195,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let engine_state = state.clone();
     let (a, lanes) = (args.clone(), args.parallel);
     let fp_hex: String = fp.iter().map(|b| format!("{b:02x}")).collect();
-    std::thread::Builder::new()
+    let host_thread_handle = std::thread::Builder::new()
         .name("lane-host".into())
         .spawn(move || {
             let r = host_thread(&a, host_cfg, lanes, context, tok, engine_state, fp_hex, rx, addr).map_err(|e| format!("{e:#}"));
@@ -232,9 +232,12 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = stop_tx.send(());
         let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-        eprintln!("drained; exiting");
         Ok(())
-    })
+    })?;
+    // the device is released on the host's thread before the process exits
+    let _ = host_thread_handle.join();
+    eprintln!("drained; exiting");
+    Ok(())
 }
 
 /// The lane host's thread: opens the device, loads the model, checks the lanes' and cache's memory, then serves.

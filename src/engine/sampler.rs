@@ -1,7 +1,6 @@
 //! Token sampling: greedy argmax, or temperature and top-p with a draw that depends only on (seed, absolute position).
-use crate::kernels::ops::softmax;
 use crate::numerics::edge::{add, max, sub};
-use crate::numerics::math::{exp, log, mul_rn};
+use crate::numerics::math::{exp, log, mul_rn, recip};
 use crate::numerics::sum::{canonical_sum, BLOCK, SEG_BLOCKS};
 
 /// Why a token could not be sampled.
@@ -77,6 +76,46 @@ pub fn canonical_prefix_sums(xs: &[f32]) -> Vec<f32> {
         }
     }
     out
+}
+
+/// `kernels::ops::softmax` of one row, each exponential computed once.
+fn softmax_once(x: &[f32], scale: f32) -> Vec<f32> {
+    let mx = x.iter().fold(f32::MIN, |a, &v| max(a, mul_rn(v, scale)));
+    let mut e = vec![0.0f32; x.len()];
+    // each exponential is independent, so threads change no bit
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+    let chunk = x.len().div_ceil(threads).max(8192);
+    std::thread::scope(|s| {
+        for (out, inp) in e.chunks_mut(chunk).zip(x.chunks(chunk)) {
+            s.spawn(move || out.iter_mut().zip(inp).for_each(|(o, &v)| *o = exp(sub(mul_rn(v, scale), mx))));
+        }
+    });
+    let r = recip(canonical_sum(e.len(), |i| e[i], |_| 1.0));
+    e.into_iter().map(|v| mul_rn(v, r)).collect()
+}
+
+/// Indices of non-negative `probs` from the largest down, ties to the lower index: a stable radix sort on the inverted bits.
+fn descending(probs: &[f32]) -> Vec<usize> {
+    let mut keys: Vec<u64> = probs.iter().enumerate().map(|(i, p)| (u64::from(!p.to_bits()) << 32) | i as u64).collect();
+    let mut next = vec![0u64; keys.len()];
+    for pass in 0..4 {
+        let digit = |k: u64| ((k >> (32 + 8 * pass)) & 0xff) as usize;
+        let mut count = [0usize; 257];
+        keys.iter().for_each(|&k| count[digit(k) + 1] += 1);
+        if count[1..].iter().any(|&c| c == keys.len()) {
+            continue;
+        }
+        for d in 0..256 {
+            count[d + 1] += count[d];
+        }
+        for &k in &keys {
+            let d = digit(k);
+            next[count[d]] = k;
+            count[d] += 1;
+        }
+        std::mem::swap(&mut keys, &mut next);
+    }
+    keys.into_iter().map(|k| (k & 0xffff_ffff) as usize).collect()
 }
 
 /// Index of the largest value, the lower index on ties.
@@ -162,9 +201,8 @@ impl Sampler {
         };
         let Sampling::Random { temperature, top_p, seed } = self.mode else { return Ok(argmax(logits) as u32) };
         let inv_t = (1.0 / f64::from(temperature).max(1e-5)) as f32;
-        let probs = softmax(logits, logits.len(), inv_t);
-        let mut order: Vec<usize> = (0..probs.len()).collect();
-        order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+        let probs = softmax_once(logits, inv_t);
+        let order = descending(&probs);
         let sorted: Vec<f32> = order.iter().map(|&i| probs[i]).collect();
         let prefix = canonical_prefix_sums(&sorted);
         let mut keep = prefix.iter().position(|&c| c >= top_p).map_or(prefix.len(), |i| i + 1);
@@ -247,5 +285,30 @@ mod tests {
         let z: f64 = logits.iter().map(|&v| (v as f64).exp()).sum();
         assert!((lp as f64 - (-1.0 - z.ln())).abs() < 1e-5);
         assert_eq!(top.iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 3, 0]);
+    }
+
+    #[test]
+    fn the_radix_order_and_one_pass_softmax_equal_the_comparator_and_the_kernel_oracle() {
+        let probs: Vec<f32> = (0..5000u32).map(|i| if i % 7 == 0 { 0.0 } else { ((i.wrapping_mul(2654435761) >> 20) % 97) as f32 * 1.0e-4 }).collect();
+        let mut want: Vec<usize> = (0..probs.len()).collect();
+        want.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+        assert_eq!(descending(&probs), want);
+        let logits: Vec<f32> = (0..3000).map(|i| ((i * 7919 % 1013) as f32 - 500.0) * 0.01).collect();
+        let a = crate::kernels::ops::softmax(&logits, logits.len(), 1.7);
+        let b = softmax_once(&logits, 1.7);
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        let t = std::time::Instant::now();
+        let big: Vec<f32> = (0..129_280).map(|i| ((i * 7919 % 100_003) as f32) * 1e-4).collect();
+        let s = Sampler::new(Sampling::Random { temperature: 1.0, top_p: 1.0, seed: 1 }).unwrap();
+        (0..5).for_each(|p| drop(s.sample(&big, p)));
+        println!("a 129280-entry sample: {:?}", t.elapsed() / 5);
+        let t = std::time::Instant::now();
+        let p = softmax_once(&big, 1.0);
+        let t1 = t.elapsed();
+        let o = descending(&p);
+        let t2 = t.elapsed();
+        let sorted: Vec<f32> = o.iter().map(|&i| p[i]).collect();
+        let _ = canonical_prefix_sums(&sorted);
+        println!("softmax {:?} sort {:?} prefix {:?}", t1, t2 - t1, t.elapsed() - t2);
     }
 }

@@ -108,6 +108,9 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             Command::Submit(job) if self.drain.is_some() => {
                 let _ = job.events.send(Event::Error(JobError::Unavailable("the server is draining".into())));
             }
+            Command::Submit(job) if job.prompt.is_empty() || job.prompt.len() >= self.cfg.context => {
+                let _ = job.events.send(Event::Error(JobError::Invalid(format!("the prompt has {} tokens; it needs 1 to {}", job.prompt.len(), self.cfg.context - 1))));
+            }
             Command::Submit(job) => self.queue.push_back(job),
             Command::Cancel(id) => {
                 self.queue.retain(|j| j.id != id);
