@@ -141,22 +141,27 @@ fn cpu_and_gpu_servers_give_one_reply_and_resume_each_others_snapshots() {
     let gq = gpu.ok("/v1/completions", &q);
     assert!(gpu.stop().success());
 
-    // corrupt one snapshot file and truncate another: both refused with their names, nothing lost
-    let mut paths: Vec<_> = std::fs::read_dir(&snaps.0).unwrap().flatten().map(|e| e.path()).collect();
+    // corrupt one snapshot file and truncate another (neither Q's): both refused with their names, nothing lost
+    let q_ids = fresh_ids(&m, q["prompt"].as_str().unwrap());
+    let q_file = lockstep::serve::snapshot::file_name(&q_ids.iter().map(|&t| t as u32).collect::<Vec<_>>());
+    let mut paths: Vec<_> = std::fs::read_dir(&snaps.0).unwrap().flatten().map(|e| e.path()).filter(|p| !p.ends_with(&q_file)).collect();
+    assert!(snaps.0.join(&q_file).is_file(), "the GPU server wrote no snapshot of Q's prompt");
+    assert!(paths.len() >= 2, "{paths:?}");
     paths.sort();
     let mut bytes = std::fs::read(&paths[0]).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x40;
     std::fs::write(&paths[0], &bytes).unwrap();
-    if paths.len() > 1 {
-        let b1 = std::fs::read(&paths[1]).unwrap();
-        std::fs::write(&paths[1], &b1[..b1.len() - 7]).unwrap();
-    }
+    let b1 = std::fs::read(&paths[1]).unwrap();
+    std::fs::write(&paths[1], &b1[..b1.len() - 7]).unwrap();
     let cpu = Server::start(&m, &["--device", "cpu", "--snapshot-dir", dir]);
-    let name = paths[0].file_name().unwrap().to_str().unwrap().to_string();
-    assert!(cpu.log().lines().any(|l| l.contains(&name) && l.contains("refused")), "{}", cpu.log());
+    for p in &paths[..2] {
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(cpu.log().lines().any(|l| l.contains(&name) && l.contains("refused")), "{name} not refused: {}", cpu.log());
+    }
     let cq = cpu.ok("/v1/completions", &q);
-    assert_eq!((sha(&gq), &gq["lockstep"]["logits_sha"]), (sha(&cq), &cq["lockstep"]["logits_sha"]), "the GPU's reply, on the CPU after a restart");
+    assert_eq!(cq["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(), Some(q_ids.len() as u64), "Q resumed from the GPU's snapshot: {cq}");
+    assert_eq!((sha(&gq), &gq["lockstep"]["logits_sha"]), (sha(&cq), &cq["lockstep"]["logits_sha"]), "a GPU snapshot resumed on the CPU");
     let again = cpu.ok("/v1/completions", &r);
     assert_eq!(sha(&again), sha(&a), "a seeded reply after two restarts");
     drop(cpu);
@@ -166,7 +171,17 @@ fn cpu_and_gpu_servers_give_one_reply_and_resume_each_others_snapshots() {
     let f = fresh.ok("/v1/completions", &r);
     assert_eq!(f["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     assert_eq!((sha(&f), &f["lockstep"]["logits_sha"], &f["choices"][0]["logprobs"]), (sha(&b), &b["lockstep"]["logits_sha"], &b["choices"][0]["logprobs"]));
+    let fq = fresh.ok("/v1/completions", &q);
+    assert_eq!((sha(&fq), &fq["lockstep"]["logits_sha"]), (sha(&gq), &gq["lockstep"]["logits_sha"]), "one request computed fresh on the CPU and on the GPU");
 }
+
+/// A prompt's token ids as the server encodes a completion (BOS, then the text).
+fn fresh_ids(m: &std::path::Path, prompt: &str) -> Vec<u64> {
+    let s = Server::start(m, &["--device", "cpu", "--prompt-cache-gib", "0"]);
+    let v = s.ok("/tokenize", &json!({ "prompt": prompt }));
+    v["tokens"].as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect()
+}
+
 
 #[test]
 fn sigterm_lets_two_streams_finish_refuses_new_requests_and_exits_zero() {

@@ -204,8 +204,14 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
 
     /// Samples lane `i` from `logits`; true when the lane left (finished or failed).
     fn step(&mut self, i: usize, logits: &[f32]) -> bool {
+        let choice = self.lanes[i].choose(logits);
+        self.commit(i, choice, logits)
+    }
+
+    /// Commits lane `i`'s chosen token; true when the lane left (finished or failed).
+    fn commit(&mut self, i: usize, choice: Result<(u32, Option<crate::serve::TokenLogprob>), JobError>, logits: &[f32]) -> bool {
         let room = self.cfg.context;
-        match self.lanes[i].sample(logits, self.tok, room) {
+        match self.lanes[i].accept(choice, logits, self.tok, room) {
             Ok(Step::Continue) => false,
             Ok(Step::Finished(reason)) => {
                 let lane = self.lanes.remove(i);
@@ -304,14 +310,20 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             }
         }
         drop(logits);
+        // lanes choose their tokens in parallel (each from its own logits and seed), then commit in lane order
+        let lanes = &self.lanes;
+        let choices: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = sampled.iter().map(|(i, v)| s.spawn(move || lanes[*i].choose(v))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(JobError::Engine("sampling panicked".into())))).collect()
+        });
         let seqs: Vec<SeqId> = self.lanes.iter().map(|l| l.seq).collect();
-        for (i, v) in sampled {
+        for ((i, v), choice) in sampled.into_iter().zip(choices) {
             let seq = seqs[i];
             let Some(at) = self.lanes.iter().position(|l| l.seq == seq) else { continue };
             if self.lanes[at].tokens.is_empty() {
                 self.snapshot_prompt(at, &v);
             }
-            self.step(at, &v);
+            self.commit(at, choice, &v);
         }
         Ok(())
     }

@@ -65,15 +65,27 @@ impl Lane {
 
     /// Samples from `logits`, streams the token and its text, and says whether the reply ended.
     pub fn sample(&mut self, logits: &[f32], tok: &Tokenizer, room: usize) -> Result<Step, JobError> {
+        let choice = self.choose(logits);
+        self.accept(choice, logits, tok, room)
+    }
+
+    /// The token for `logits` and its log-probabilities (reads the lane only, so lanes choose in parallel).
+    pub fn choose(&self, logits: &[f32]) -> Result<(u32, Option<TokenLogprob>), JobError> {
         let counts: Vec<(u32, u32)> = if self.job.sampler.needs_counts() { self.counts.iter().map(|(&t, &c)| (t, c)).collect() } else { Vec::new() };
         let t = self.job.sampler.sample_counted(logits, self.position(), &counts).map_err(|e| JobError::Engine(e.to_string()))?;
-        if let Some(h) = &mut self.logits_sha {
-            logits.iter().for_each(|v| h.update(v.to_bits().to_le_bytes()));
-        }
         let logprob = self.job.logprobs.map(|n| {
             let (lp, top) = logprobs(logits, t, n);
             TokenLogprob { logprob: lp, top }
         });
+        Ok((t, logprob))
+    }
+
+    /// Commits a chosen token: hashes the logits, streams the token and its text, and says whether the reply ended.
+    pub fn accept(&mut self, choice: Result<(u32, Option<TokenLogprob>), JobError>, logits: &[f32], tok: &Tokenizer, room: usize) -> Result<Step, JobError> {
+        let (t, logprob) = choice?;
+        if let Some(h) = &mut self.logits_sha {
+            logits.iter().for_each(|v| h.update(v.to_bits().to_le_bytes()));
+        }
         self.first.get_or_insert_with(Instant::now);
         self.tokens.push(t);
         *self.counts.entry(t).or_insert(0) += 1;
