@@ -227,3 +227,30 @@ fn two_hundred_malformed_requests_get_their_4xx_and_the_sdks_work_unmodified() {
     let (_, health) = server.get("/health").unwrap();
     assert_eq!(health["status"], "ok");
 }
+
+#[test]
+fn a_full_queue_answers_429_request_ids_echo_and_lanes_that_do_not_fit_are_refused_with_figures() {
+    let (_keep, m) = model("queue");
+    let out = cli_support::lockstep(&["serve", "--model", m.to_str().unwrap(), "--port", "0", "--context", "1048576", "--parallel", "4000"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot hold the lanes (4000 x") && err.contains("at --context 1048576"), "{err}");
+
+    let server = Server::start(&m, &["--device", "cpu", "--parallel", "1", "--max-queue", "1"]);
+    let mut long = completion("A long reply holds the only lane.", 200, 1.0, Some(1));
+    long["stream"] = json!(true);
+    let _running = serve_support::hold(&server.addr, "/v1/completions", &long);
+    let t0 = Instant::now();
+    while metric(&server, "vllm:num_requests_running") < 1.0 {
+        assert!(t0.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _queued = serve_support::hold(&server.addr, "/v1/completions", &long);
+    while metric(&server, "vllm:num_requests_waiting") < 1.0 {
+        assert!(t0.elapsed() < Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let body = completion("One too many.", 4, 0.0, None).to_string();
+    let reply = serve_support::raw(&server.addr, format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-request-id: my-id-42\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    let head = reply.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 429") && head.contains("retry-after: 1") && head.contains("x-request-id: my-id-42") && head.contains("the queue is full"), "{reply}");
+}

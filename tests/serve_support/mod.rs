@@ -179,3 +179,23 @@ pub fn python(script: &str, args: &[&str]) -> (bool, String, String) {
 pub fn sha(v: &Value) -> String {
     v["lockstep"]["token_sha"].as_str().unwrap_or_else(|| panic!("no token_sha in {v}")).to_string()
 }
+
+/// Sends raw request bytes and returns the whole raw reply (headers included).
+pub fn raw(addr: &str, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).to_string()
+}
+
+/// Opens a streamed request and keeps the connection until the returned stream is dropped.
+pub fn hold(addr: &str, path: &str, body: &Value) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    let b = body.to_string();
+    let head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len());
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(b.as_bytes()).unwrap();
+    s
+}
