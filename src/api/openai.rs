@@ -99,6 +99,32 @@ fn completion_logprobs(tok: &Tokenizer, lps: &[(u32, TokenLogprob)]) -> Value {
     })
 }
 
+/// The stream's last chunk: usage when asked, and the `lockstep` object always.
+trait LastChunk {
+    fn parts(&self) -> (bool, u64, Option<&Identity>);
+
+    fn last(&self, mut chunk: Value, f: &Finish) -> Value {
+        let (include_usage, seed, id) = self.parts();
+        if include_usage {
+            chunk["usage"] = usage(f);
+        }
+        chunk["lockstep"] = lockstep_json(f, seed, id);
+        chunk
+    }
+}
+
+impl LastChunk for Completion {
+    fn parts(&self) -> (bool, u64, Option<&Identity>) {
+        (self.include_usage, self.seed, self.identity.as_ref())
+    }
+}
+
+impl LastChunk for Chat {
+    fn parts(&self) -> (bool, u64, Option<&Identity>) {
+        (self.include_usage, self.seed, self.identity.as_ref())
+    }
+}
+
 struct Completion {
     id: String,
     model: String,
@@ -139,23 +165,11 @@ impl Reply for Completion {
                 vec![Frame::data(self.chunk(json!([{ "index": 0, "text": t, "logprobs": null, "finish_reason": null }])))]
             }
             Event::Done(f) => {
-                let mut last = self.chunk(json!([]));
-                if self.include_usage {
-                    last["usage"] = usage(f);
-                }
-                last["lockstep"] = lockstep_json(f, self.seed, self.identity.as_ref());
+                let last = self.last(self.chunk(json!([])), f);
                 vec![Frame::data(self.chunk(json!([{ "index": 0, "text": "", "logprobs": null, "finish_reason": finish_reason(&f.reason, false) }]))), Frame::data(last)]
             }
             _ => Vec::new(),
         }
-    }
-
-    fn close(&mut self) -> Vec<Frame> {
-        vec![Frame { name: None, data: "[DONE]".into() }]
-    }
-
-    fn error_frame(&mut self, e: &ApiError) -> Frame {
-        Frame::data(e.body())
     }
 
     fn body(&mut self, f: &Finish) -> Value {
@@ -307,24 +321,12 @@ impl Reply for Chat {
                 }
                 let reason = finish_reason(&f.reason, !self.calls.is_empty());
                 out.push(Frame::data(self.chunk(json!([{ "index": 0, "delta": {}, "logprobs": null, "finish_reason": reason }]))));
-                let mut last = self.chunk(json!([]));
-                if self.include_usage {
-                    last["usage"] = usage(f);
-                }
-                last["lockstep"] = lockstep_json(f, self.seed, self.identity.as_ref());
+                let last = self.last(self.chunk(json!([])), f);
                 out.push(Frame::data(last));
                 out
             }
             _ => Vec::new(),
         }
-    }
-
-    fn close(&mut self) -> Vec<Frame> {
-        vec![Frame { name: None, data: "[DONE]".into() }]
-    }
-
-    fn error_frame(&mut self, e: &ApiError) -> Frame {
-        Frame::data(e.body())
     }
 
     fn body(&mut self, f: &Finish) -> Value {

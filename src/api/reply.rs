@@ -35,9 +35,13 @@ pub trait Reply: Send + 'static {
     /// Frames for one event (ignored when not streaming).
     fn event(&mut self, e: &Event) -> Vec<Frame>;
     /// The frames that close a stream after the finish (OpenAI's `[DONE]`).
-    fn close(&mut self) -> Vec<Frame>;
+    fn close(&mut self) -> Vec<Frame> {
+        vec![Frame { name: None, data: "[DONE]".into() }]
+    }
     /// The error frame of a failed stream.
-    fn error_frame(&mut self, e: &ApiError) -> Frame;
+    fn error_frame(&mut self, e: &ApiError) -> Frame {
+        Frame::data(e.body())
+    }
     /// The whole reply as one body.
     fn body(&mut self, finish: &Finish) -> Value;
 }
