@@ -1,4 +1,4 @@
-//! The lane host: one thread owns the engine; each round takes cancels, admits queued jobs into free lanes, runs every live stream's rows through one forward, samples each row with its own stream's sampler, and streams the text out.
+//! The lane host: one thread owns the engine; each round drops abandoned jobs, admits queued jobs into free lanes, runs every live stream's rows through one forward, samples each row with its own stream's sampler, and streams the text out.
 use super::cache::PromptCache;
 use super::job::{Command, Event, FinishReason, Job, JobError};
 use super::lane::{Lane, Step};
@@ -112,13 +112,6 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 let _ = job.events.send(Event::Error(JobError::Invalid(format!("the prompt has {} tokens; it needs 1 to {}", job.prompt.len(), self.cfg.context - 1))));
             }
             Command::Submit(job) => self.queue.push_back(job),
-            Command::Cancel(id) => {
-                self.queue.retain(|j| j.id != id);
-                if let Some(i) = self.lanes.iter().position(|l| l.job.id == id) {
-                    let lane = self.lanes.remove(i);
-                    let _ = self.engine.remove(lane.seq);
-                }
-            }
             Command::Drain(deadline) => {
                 self.drain = Some(deadline);
                 for j in self.queue.drain(..) {
@@ -312,10 +305,14 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         drop(logits);
         // lanes choose their tokens in parallel (each from its own logits and seed), then commit in lane order
         let lanes = &self.lanes;
-        let choices: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = sampled.iter().map(|(i, v)| s.spawn(move || lanes[*i].choose(v))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(JobError::Engine("sampling panicked".into())))).collect()
-        });
+        let choices: Vec<_> = if sampled.len() == 1 {
+            sampled.iter().map(|(i, v)| lanes[*i].choose(v)).collect()
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = sampled.iter().map(|(i, v)| s.spawn(move || lanes[*i].choose(v))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(JobError::Engine("sampling panicked".into())))).collect()
+            })
+        };
         let seqs: Vec<SeqId> = self.lanes.iter().map(|l| l.seq).collect();
         for ((i, v), choice) in sampled.into_iter().zip(choices) {
             let seq = seqs[i];

@@ -127,8 +127,6 @@ impl JobError {
 pub enum Command {
     /// Queue a job.
     Submit(Job),
-    /// Stop a job by id, queued or running.
-    Cancel(String),
     /// Stop admitting; finish running jobs by the deadline, then cancel the rest and return.
     Drain(Instant),
 }
