@@ -152,6 +152,38 @@ fn loader_reads_back_every_tensor_of_the_expected_table() {
 }
 
 #[test]
+fn e8m0_scales_stored_as_u8_load_with_the_same_bytes() {
+    let dir = copy_of_base("u8-scales");
+    let mut renamed = 0;
+    for i in 1..=3 {
+        let path = dir.join(shard(i));
+        let bytes = std::fs::read(&path).expect("shard");
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).expect("header json");
+        for (_, t) in header.as_object_mut().unwrap().iter_mut() {
+            if t.get("dtype").and_then(|d| d.as_str()) == Some("F8_E8M0") {
+                t["dtype"] = "U8".into();
+                renamed += 1;
+            }
+        }
+        let mut text = header.to_string().into_bytes();
+        text.resize(text.len().div_ceil(8) * 8, b' ');
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend(&text);
+        out.extend(&bytes[8 + n..]);
+        std::fs::write(&path, out).expect("rewrite");
+    }
+    assert!(renamed > 0, "the tiny checkpoint has e8m0 scales");
+    let (_, a) = load(base(), LoadMode::Mapped, ValueCheck::All).expect("F8_E8M0 scales load");
+    let (_, b) = load(&dir, LoadMode::Mapped, ValueCheck::All).expect("U8 scales load");
+    assert_eq!(a.names().collect::<Vec<_>>(), b.names().collect::<Vec<_>>());
+    for n in a.names() {
+        let (x, y) = (a.tensor(n).unwrap(), b.tensor(n).unwrap());
+        assert!(x.bytes == y.bytes && x.shape == y.shape && x.dtype == y.dtype, "{n}");
+    }
+}
+
+#[test]
 fn mapped_and_copied_loads_give_the_same_bytes_for_every_tensor() {
     let m = Checkpoint::open(base(), LoadMode::Mapped).expect("mapped");
     let c = Checkpoint::open(base(), LoadMode::Copied).expect("copied");

@@ -39,13 +39,13 @@ impl Dtype {
         }
     }
 
-    /// Parses a safetensors dtype string; `None` for unsupported ones.
+    /// Parses a safetensors dtype string; `None` for unsupported ones. `U8` is read as e8m0: writers without `F8_E8M0` store the scales' bytes as `U8`.
     pub fn parse(s: &str) -> Option<Dtype> {
         Some(match s {
             "BF16" => Dtype::BF16,
             "F32" => Dtype::F32,
             "F8_E4M3" => Dtype::F8E4M3,
-            "F8_E8M0" => Dtype::F8E8M0,
+            "F8_E8M0" | "U8" => Dtype::F8E8M0,
             "I8" => Dtype::I8,
             _ => return None,
         })
@@ -67,8 +67,8 @@ pub enum HeaderError {
     /// The header is not the expected JSON.
     #[error("{file}: malformed header JSON: {problem}")]
     Malformed { file: String, problem: String },
-    /// A dtype outside BF16, F32, F8_E4M3, F8_E8M0, I8.
-    #[error("{file}: tensor `{name}` has unsupported dtype {dtype} (supported: BF16, F32, F8_E4M3, F8_E8M0, I8)")]
+    /// A dtype outside BF16, F32, F8_E4M3, F8_E8M0 (or U8), I8.
+    #[error("{file}: tensor `{name}` has unsupported dtype {dtype} (supported: BF16, F32, F8_E4M3, F8_E8M0 or U8 for e8m0 scales, I8)")]
     UnsupportedDtype { file: String, name: String, dtype: String },
     /// Offsets disagree with shape and dtype.
     #[error("{file}: tensor `{name}` has {found} bytes but shape {shape:?} of {dtype} needs {expected}")]
