@@ -74,7 +74,7 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
     row_independent("index_scores", n, |a, b| ex.index_scores(&rows(&q, a, b), &rows(&w, a, b), &keys, &visible[a..b]).expect("scores"));
     let scores = ex.index_scores(&q, &w, &keys, &visible).expect("scores");
     row_independent("candidate_mask", n, |a, b| ex.candidate_mask(&rows(&scores, a, b), &visible[a..b], 3, 2).expect("mask"));
-    row_independent("index_topk", n, |a, b| ex.index_topk(&rows(&scores, a, b), cfg.index_topk).expect("topk"));
+    row_independent("index_topk", n, |a, b| ex.index_topk(&rows(&scores, a, b), &visible[a..b], cfg.index_topk).expect("topk"));
     let logits = t(n, cfg.n_routed_experts, 8, 3.0);
     let route = model.route(&model.plan[3]);
     row_independent("moe_route", n, |a, b| {

@@ -210,8 +210,9 @@ fn candidate_blocks_pin_the_newest_block_drop_unreachable_ones_and_break_ties_lo
     assert_eq!(keep, [true, true, true, true, false, false, true, true, false, false]);
     assert_eq!(candidate_blocks(&scores, 7, 2, 2), [true, true, false, false, false, false, true, true, false, false]);
     assert_eq!(candidate_blocks(&scores[..4], 4, 3, 2), [true; 4]);
-    assert_eq!(select_topk(&[1.0, 3.0, 3.0, 0.0, 3.0, ninf], 2), vec![1, 2]);
-    assert_eq!(select_topk(&[0.0, ninf, ninf], 3), vec![0]);
+    assert_eq!(select_topk(&[1.0, 3.0, 3.0, 0.0, 3.0, ninf], 6, 2), vec![1, 2]);
+    assert_eq!(select_topk(&[0.0, ninf, ninf], 1, 3), vec![0]);
+    assert_eq!(select_topk(&[ninf, 2.0, ninf, ninf, ninf], 4, 3), vec![0, 1, 2]);
 }
 
 #[test]

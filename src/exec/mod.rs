@@ -174,8 +174,8 @@ pub trait Executor {
     fn candidate_mask(&mut self, scores: &Self::Tensor, visible: &[usize], blocks: usize, block: usize) -> Result<Self::Tensor, ExecError>;
     /// Scores outside `mask` set to -inf.
     fn mask_scores(&mut self, scores: &Self::Tensor, mask: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
-    /// Top-k of each row `[S, k]`: indices ascending as f32, -1 for none.
-    fn index_topk(&mut self, scores: &Self::Tensor, k: usize) -> Result<Self::Tensor, ExecError>;
+    /// Top-k of each row `[S, k]` over its first visible[i] scores, -inf picks kept: indices ascending as f32, -1 for none.
+    fn index_topk(&mut self, scores: &Self::Tensor, visible: &[usize], k: usize) -> Result<Self::Tensor, ExecError>;
     /// Sparse attention with sink of q `[S, heads*hd]` over each row's window then selected compressed rows; bf16 out.
     fn sparse_attention(&mut self, q: &Self::Tensor, a: &AttnInputs<'_, Self::Tensor>) -> Result<Self::Tensor, ExecError>;
 

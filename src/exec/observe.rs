@@ -164,8 +164,8 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn mask_scores(&mut self, scores: &E::Tensor, mask: &E::Tensor) -> Result<E::Tensor, ExecError> {
         self.inner.mask_scores(scores, mask)
     }
-    fn index_topk(&mut self, scores: &E::Tensor, k: usize) -> Result<E::Tensor, ExecError> {
-        self.inner.index_topk(scores, k)
+    fn index_topk(&mut self, scores: &E::Tensor, visible: &[usize], k: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.index_topk(scores, visible, k)
     }
     fn sparse_attention(&mut self, q: &E::Tensor, a: &AttnInputs<'_, E::Tensor>) -> Result<E::Tensor, ExecError> {
         self.run("sparse_attention", Reads::Attention { q, a }, |e| e.sparse_attention(q, a))

@@ -256,6 +256,11 @@ pub fn candidate_mask(scores: Dims, visible: usize, block: usize) -> Result<(), 
     check(visible == scores.0 && block > 0, "candidate_mask", || format!("{} rows, {visible} visible counts, block {block}", scores.0))
 }
 
+/// `index_topk`: one visible count per row.
+pub fn index_topk(scores: Dims, visible: usize) -> Result<(), ExecError> {
+    check(visible == scores.0, "index_topk", || format!("{} rows, {visible} visible counts", scores.0))
+}
+
 /// `sparse_attention`: q by heads of the kv width, a full ring, and (when given) compressed rows as wide with one selection row per row; `selection` (values, where the executor holds them) lies in the compressed rows.
 pub fn sparse_attention(q: Dims, kv: Dims, ring: Dims, window: usize, heads: usize, compressed: Option<(Dims, Dims)>, selection: Option<&[f32]>) -> Result<(), ExecError> {
     let hd = kv.1;

@@ -1,7 +1,6 @@
 // Level-one candidate blocks per row: block score = max of its positions (order-free), the block of position visible-1 pinned to +inf, the top min(blocks, finite) by (score desc, block asc) through the radix selection above, expanded to a 1/0 mask; = kernels::indexer::candidate_mask_row.
 override CONTROL: u32 = 0u;
 const RS_TIES_HIGH: u32 = 1u;
-const RS_KEEP_NEG_INF: u32 = 99u;
 struct Params { zero: u32, m: u32, n: u32, blocks: u32, block: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> scores: array<f32>;
@@ -36,6 +35,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let row = wid.x + wid.y * 32768u;
     if (row >= P.m) { return; }
     let nb = (P.n + P.block - 1u) / P.block;
-    let t = rs_threshold(row, nb, min(P.blocks, nb), lid);
+    let t = rs_threshold(row, nb, min(P.blocks, nb), true, lid);
     rs_walk(row, nb, t, lid);
 }

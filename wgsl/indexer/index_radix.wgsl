@@ -1,4 +1,4 @@
-// Exact top-k of a row by (value desc, index asc), order-free: -inf never kept, radix select of the k-th key over 8-bit digits, then one pass in ascending index keeping ties by lower index.
+// Exact top-k of a row by (value desc, index asc), order-free: -inf kept or dropped as the caller asks, radix select of the k-th key over 8-bit digits, then one pass in ascending index keeping ties by lower index.
 const RS_NEG_INF_KEY: u32 = 0x007fffffu;
 var<workgroup> rs_hist: array<atomic<u32>, 256>;
 var<workgroup> rs_finite: atomic<u32>;
@@ -15,8 +15,8 @@ fn rs_key(v: f32) -> u32 {
     return select(c | 0x80000000u, ~c, (c & 0x80000000u) != 0u);
 }
 
-// Threshold of the top min(k, finite) of elements 0..n given by sel_value(row, i); every thread of the 256 calls this.
-fn rs_threshold(row: u32, n: u32, k: u32, lid: u32) -> RsThreshold {
+// Threshold of the top k (min(k, finite) when `drop_neg_inf`) of elements 0..n given by sel_value(row, i); every thread of the 256 calls this.
+fn rs_threshold(row: u32, n: u32, k: u32, drop_neg_inf: bool, lid: u32) -> RsThreshold {
     var t = RsThreshold(0u, 0u, 0u, n, 0u);
     if (lid == 0u) { atomicStore(&rs_finite, 0u); }
     for (var digit = 0u; digit < 4u; digit++) {
@@ -33,7 +33,7 @@ fn rs_threshold(row: u32, n: u32, k: u32, lid: u32) -> RsThreshold {
         workgroupBarrier();
         if (lid == 0u) {
             var need = t.need;
-            if (digit == 0u) { need = select(min(k, atomicLoad(&rs_finite)), k, CONTROL == RS_KEEP_NEG_INF); }
+            if (digit == 0u) { need = select(k, min(k, atomicLoad(&rs_finite)), drop_neg_inf); }
             var above = 0u;
             var b = 255u;
             loop {

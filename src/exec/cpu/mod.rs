@@ -270,8 +270,9 @@ impl Executor for CpuExecutor<'_> {
         Ok(CpuTensor::from_rows(scores.rows, scores.cols, |i| crate::kernels::indexer::mask_row(scores.row(i), mask.row(i))))
     }
 
-    fn index_topk(&mut self, scores: &CpuTensor, k: usize) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor::from_rows(scores.rows, k, |i| crate::kernels::indexer::select_row(scores.row(i), k)))
+    fn index_topk(&mut self, scores: &CpuTensor, visible: &[usize], k: usize) -> Result<CpuTensor, ExecError> {
+        shapes::index_topk((scores.rows, scores.cols), visible.len())?;
+        Ok(CpuTensor::from_rows(scores.rows, k, |i| crate::kernels::indexer::select_row(scores.row(i), visible[i], k)))
     }
 
     fn sparse_attention(&mut self, q: &CpuTensor, a: &AttnInputs<'_, CpuTensor>) -> Result<CpuTensor, ExecError> {

@@ -122,11 +122,13 @@ pub(super) fn mask_scores(ex: &mut GpuExecutor, scores: &GpuTensor, mask: &GpuTe
     Ok(y)
 }
 
-/// Top-k of each row: indices ascending as f32, -1 for none.
-pub(super) fn index_topk(ex: &mut GpuExecutor, scores: &GpuTensor, k: usize) -> Result<GpuTensor, ExecError> {
+/// Top-k of each row over its visible scores: indices ascending as f32, -1 for none.
+pub(super) fn index_topk(ex: &mut GpuExecutor, scores: &GpuTensor, visible: &[usize], k: usize) -> Result<GpuTensor, ExecError> {
+    shapes::index_topk((scores.rows, scores.cols), visible.len())?;
     ex.need("index_topk", "index_topk")?;
+    let vis = visible_words(ex, visible)?;
     let y = ex.out(scores.rows, k)?;
-    indexer::record_index_topk(&mut ex.rec, &scores.buf, &y.buf, scores.rows, scores.cols, k, 0)?;
+    indexer::record_index_topk(&mut ex.rec, &scores.buf, &vis, &y.buf, scores.rows, scores.cols, k, 0)?;
     Ok(y)
 }
 

@@ -413,8 +413,8 @@ impl Executor for GpuExecutor<'_, '_> {
         gm::mask_scores(self, scores, mask)
     }
 
-    fn index_topk(&mut self, scores: &GpuTensor, k: usize) -> Result<GpuTensor, ExecError> {
-        gm::index_topk(self, scores, k)
+    fn index_topk(&mut self, scores: &GpuTensor, visible: &[usize], k: usize) -> Result<GpuTensor, ExecError> {
+        gm::index_topk(self, scores, visible, k)
     }
 
     fn sparse_attention(&mut self, q: &GpuTensor, a: &AttnInputs<'_, GpuTensor>) -> Result<GpuTensor, ExecError> {

@@ -59,12 +59,13 @@ pub fn record_mask_scores(rec: &mut Recorder, scores: &Buf, mask: &Buf, y: &Buf,
     rec.dispatch(&key(MASK_SCORES, control, &[]), &[m as u32, n as u32, g[0]], &[Arg::Whole(scores), Arg::Whole(mask), Arg::Whole(y)], g)
 }
 
-/// Records the indexer top-k: scores [m, n] f32 -> out [m, k] f32 (selected indices ascending, then -1).
-pub fn record_index_topk(rec: &mut Recorder, scores: &Buf, out: &Buf, m: usize, n: usize, k: usize, control: u32) -> Result<(), GpuError> {
+/// Records the indexer top-k: scores [m, n] f32, visible [m] u32 -> out [m, k] f32 (selected indices ascending, then -1).
+#[allow(clippy::too_many_arguments)]
+pub fn record_index_topk(rec: &mut Recorder, scores: &Buf, visible: &Buf, out: &Buf, m: usize, n: usize, k: usize, control: u32) -> Result<(), GpuError> {
     if n >= 1 << 24 {
         return Err(too_big("index_topk", format!("{n} scores per row exceed exact f32 indices")));
     }
-    rec.dispatch(&key(INDEX_TOPK, control, &[]), &[m as u32, n as u32, k as u32], &[Arg::Whole(scores), Arg::Whole(out)], row_groups(m))
+    rec.dispatch(&key(INDEX_TOPK, control, &[]), &[m as u32, n as u32, k as u32], &[Arg::Whole(scores), Arg::Whole(visible), Arg::Whole(out)], row_groups(m))
 }
 
 /// Scores of one query: `q` [heads*dim] and `w` [heads] (bf16 values) against `keys` [t*dim]; keys at `visible` and beyond score -inf. Canonical order, per key t and head h: dot = bf16(canonical_sum(mul_term(q_h, k_t))); term = bf16(mul_term(relu(dot), w_h)); score = bf16(canonical_sum over h ascending of term) (the reference's bf16 einsum, product and head sum).
@@ -115,10 +116,10 @@ pub fn mask_row(scores: &[f32], mask: &[f32]) -> Vec<f32> {
     scores.iter().zip(mask).map(|(&s, &m)| if m != 0.0 { s } else { f32::NEG_INFINITY }).collect()
 }
 
-/// The top `k` of one query's scores by (score desc, index asc), picks at -inf dropped, re-sorted ascending, padded with -1 to `k`.
-pub fn select_row(scores: &[f32], k: usize) -> Vec<f32> {
-    let (idx, val) = topk(scores, scores.len(), k.min(scores.len()));
-    let mut kept: Vec<u32> = idx.iter().zip(&val).filter(|(_, v)| **v > f32::NEG_INFINITY).map(|(i, _)| *i).collect();
+/// The top `min(k, visible)` of one query's first `visible` scores by (score desc, index asc), -inf picks kept (ties by lower index, as the official model attends to them), re-sorted ascending, padded with -1 to `k`.
+pub fn select_row(scores: &[f32], visible: usize, k: usize) -> Vec<f32> {
+    let vis = visible.min(scores.len());
+    let mut kept = if vis == 0 { Vec::new() } else { topk(&scores[..vis], vis, k.min(vis)).0 };
     kept.sort_unstable();
     let mut out: Vec<f32> = kept.iter().map(|&i| i as f32).collect();
     out.resize(k, -1.0);
@@ -138,9 +139,13 @@ mod tests {
     }
 
     #[test]
-    fn select_drops_minus_infinity_and_sorts_ascending() {
-        let s = [1.0, f32::NEG_INFINITY, 3.0, 3.0, f32::NEG_INFINITY];
-        assert_eq!(select_row(&s, 4), vec![0.0, 2.0, 3.0, -1.0]);
-        assert_eq!(select_row(&s, 2), vec![2.0, 3.0]);
+    fn select_keeps_visible_minus_infinity_by_lower_index_and_sorts_ascending() {
+        let ninf = f32::NEG_INFINITY;
+        let s = [1.0, ninf, 3.0, ninf, 3.0, ninf, ninf];
+        assert_eq!(select_row(&s, 5, 4), vec![0.0, 1.0, 2.0, 4.0]);
+        assert_eq!(select_row(&s, 5, 2), vec![2.0, 4.0]);
+        assert_eq!(select_row(&s, 3, 4), vec![0.0, 1.0, 2.0, -1.0]);
+        assert_eq!(select_row(&s, 0, 2), vec![-1.0, -1.0]);
+        assert_eq!(select_row(&[ninf; 6], 6, 3), vec![0.0, 1.0, 2.0]);
     }
 }

@@ -18,6 +18,27 @@ fn top_indices(v: &[f64], k: usize) -> Vec<usize> {
     order.into_iter().take(k).filter(|&i| v[i] > f64::NEG_INFINITY).collect()
 }
 
+/// Indices of the top `min(k, visible)` of `v[..visible]` by (value desc, index asc) in f64, -inf kept.
+fn top_visible(v: &[f64], visible: usize, k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..visible.min(v.len())).collect();
+    order.sort_by(|&a, &b| v[b].total_cmp(&v[a]).then(a.cmp(&b)));
+    order.truncate(k);
+    order
+}
+
+/// Sets all but `keep` random entries of a row to -inf, as a candidate mask does.
+fn mask_all_but(rng: &mut Rng, row: &mut [f32], keep: usize) {
+    let n = row.len();
+    let mut kept = 0;
+    for (t, v) in row.iter_mut().enumerate() {
+        if rng.below((n - t) as u64) < (keep - kept.min(keep)) as u64 {
+            kept += 1;
+        } else {
+            *v = f32::NEG_INFINITY;
+        }
+    }
+}
+
 /// Scores as f64 with -0 folded into +0 (the selections compare values, not bits).
 fn f64_scores(s: &[f32]) -> Vec<f64> {
     s.iter().map(|&v| f64::from(v) + 0.0).collect()
@@ -137,6 +158,7 @@ impl Kernel for IndexTopkKernel {
         vec![
             Case::new(&format!("release {n} keys top-512"), r, n, 512),
             Case::new("tiny 20 keys top-4", 9, 20, 4),
+            Case::new("masked 40 keys top-4, fewer finite than 4", 6, 40, 4),
             Case::new("few visible 300 keys top-512", 4, 300, 512),
             Case::new("awkward 1000 keys top-33", 5, 1000, 33),
             Case::new("awkward 1 key top-4", 2, 1, 4),
@@ -145,28 +167,32 @@ impl Kernel for IndexTopkKernel {
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
         let (mut s, vis) = random_scores(rng, case.rows, case.n, case.edge);
+        let finite = case.k.saturating_sub(1).max(1);
         for (i, row) in s.chunks_mut(case.n).enumerate() {
             match i % 3 {
                 0 if !case.edge && vis[i] as usize == case.n => row[case.n - 1] = 4.0,
                 2 => row.iter_mut().for_each(|v| *v = coarse(*v)),
                 _ => {}
             }
+            if i % 2 == 1 {
+                mask_all_but(rng, &mut row[..vis[i] as usize], finite);
+            }
         }
-        Inputs { data: vec![Data::rows_f32(&s, case.n)] }
+        Inputs { data: vec![Data::rows_f32(&s, case.n), rows_u32(&vis, 1)] }
     }
     fn out_row_words(&self, case: &Case) -> Vec<usize> {
         vec![case.k]
     }
     fn oracle(&self, case: &Case, inputs: &Inputs) -> Outputs {
-        let s = inputs.data[0].f32s();
-        let out: Vec<f32> = s.chunks(case.n).flat_map(|row| indexer::select_row(row, case.k)).collect();
+        let (s, vis) = (inputs.data[0].f32s(), u32s(&inputs.data[1]));
+        let out: Vec<f32> = s.chunks(case.n).zip(vis).flat_map(|(row, v)| indexer::select_row(row, v as usize, case.k)).collect();
         vec![words(&out)]
     }
     fn reference(&self, case: &Case, inputs: &Inputs) -> Vec<f64> {
-        let s = f64_scores(&inputs.data[0].f32s());
+        let (s, vis) = (f64_scores(&inputs.data[0].f32s()), u32s(&inputs.data[1]));
         let mut out = Vec::with_capacity(case.rows * case.k);
-        for row in s.chunks(case.n) {
-            let mut picks = top_indices(row, case.k);
+        for (row, v) in s.chunks(case.n).zip(vis) {
+            let mut picks = top_visible(row, v as usize, case.k);
             picks.sort_unstable();
             out.extend(picks.iter().map(|&i| i as f64));
             out.extend(std::iter::repeat_n(-1.0, case.k - picks.len()));
@@ -181,10 +207,10 @@ impl Kernel for IndexTopkKernel {
     }
     fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (m, n, k) = (case.rows, case.n, case.k);
-        let s = gpu.upload(&inputs.data[0].bytes)?;
+        let (s, vis) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?);
         let y = poisoned(gpu, m * k)?;
         let mut rec = Recorder::new(gpu);
-        indexer::record_index_topk(&mut rec, &s, &y, m, n, k, control)?;
+        indexer::record_index_topk(&mut rec, &s, &vis, &y, m, n, k, control)?;
         rec.submit()?;
         read_outputs(gpu, &[(&y, m * k)])
     }
@@ -194,11 +220,12 @@ impl Kernel for IndexTopkKernel {
             Control::new(2, "skip the last score"),
             Control::new(3, "leave the last slot of row 0 unwritten"),
             Control::new(4, "select from the next row"),
-            Control::new(5, "keep picks at -inf"),
+            Control::new(5, "drop picks at -inf"),
+            Control::new(6, "select past the visible count"),
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 256, workgroup_bytes: RADIX_BYTES, bindings: 2 }
+        Footprint { workgroup_size: 256, workgroup_bytes: RADIX_BYTES, bindings: 3 }
     }
 }
 

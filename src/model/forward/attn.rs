@@ -186,7 +186,7 @@ fn indexer<E: Executor>(
             let mask = sc.candidates.as_ref().ok_or_else(|| ForwardError::Input(format!("layer {}: no candidate blocks published", plan.layer_id)))?;
             scores = ex.mask_scores(&scores, mask)?;
         }
-        out.push(ex.index_topk(&scores, k)?);
+        out.push(ex.index_topk(&scores, &visible, k)?);
     }
     Ok(out)
 }

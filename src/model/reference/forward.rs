@@ -205,7 +205,7 @@ impl Model {
                             scores.iter_mut().zip(mask).filter(|(_, &keep)| !keep).for_each(|(v, _)| *v = f64::NEG_INFINITY);
                         }
                     }
-                    let sel = select_topk(&scores, k);
+                    let sel = select_topk(&scores, visible, k);
                     picks.extend((0..k).map(|j| sel.get(j).map_or(-1.0, |&t| t as f64)));
                 }
                 if plan.candidate_source {

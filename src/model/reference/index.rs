@@ -141,9 +141,10 @@ pub fn candidate_blocks(scores: &[f64], visible: usize, topk_blocks: usize, bloc
     (0..scores.len()).map(|t| keep[t / block]).collect()
 }
 
-/// Top-k of one query's scores: at most `k` finite picks by score (ties: lower index), returned ascending.
-pub fn select_topk(scores: &[f64], k: usize) -> Vec<usize> {
-    let mut picks: Vec<usize> = super::moe::top_k_desc(scores, k).into_iter().filter(|&t| scores[t] > f64::NEG_INFINITY).collect();
+/// Top-k of one query's scores: the best `min(k, visible)` of the first `visible` by score (ties, -inf among them: lower index), returned ascending.
+pub fn select_topk(scores: &[f64], visible: usize, k: usize) -> Vec<usize> {
+    let vis = visible.min(scores.len());
+    let mut picks = super::moe::top_k_desc(&scores[..vis], k.min(vis));
     picks.sort_unstable();
     picks
 }
