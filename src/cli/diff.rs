@@ -198,7 +198,7 @@ fn argmax(v: &[f32]) -> u32 {
 /// Runs both executors call by call and returns the first difference (with the reference error) or the count of equal stages.
 pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     let (ga, gb) = (open_device(&args.a)?, open_device(&args.b)?);
-    let l = load_model(&args.model, &args.prompt, args.chat)?;
+    let l = load_model(&args.model, &args.prompt, args.chat, super::run::VerifyWeights::Sampled)?;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
     let mut a = side(ga.as_ref(), &l, &model, &args.a, None)?;
     let mut b = side(gb.as_ref(), &l, &model, &args.b, args.perturb_b.as_deref())?;

@@ -96,9 +96,9 @@ fn by_dtype<'a>(specs: impl Iterator<Item = &'a TensorSpec>) -> BTreeMap<String,
     m
 }
 
-/// The load's value scan (default scope) as JSON: finite or the error, and what it made canonical.
+/// The value scan of every tensor up to 4 GiB as JSON: finite or the error, and what it made canonical.
 fn values_json(ck: &mut Checkpoint) -> Value {
-    match ck.check_values(ValueCheck::default()) {
+    match ck.check_values(ValueCheck::UpTo(4 << 30)) {
         Ok(c) => {
             let changed: Vec<Value> = c.tensors.iter().map(|(n, x)| json!({ "name": n, "flushed": x.flushed, "blocks_zeroed": x.blocks_zeroed })).collect();
             let line = if c.is_empty() { "finite, canonical as stored".to_string() } else { format!("finite; {c}") };

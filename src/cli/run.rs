@@ -7,6 +7,7 @@ use crate::gpu::{DeviceChoice, Gpu};
 use crate::model::taps::Taps;
 use crate::model::config::TINY_CONFIG_JSON;
 use crate::model::{load, write_checkpoint_values, Checkpoint, Config, LoadMode, ValueCheck, Values};
+use crate::weights::Tables;
 use crate::text::{encode_chat, find_tokenizer_json, ChatOptions, Detokenizer, Message, Role, TokenMap, Tokenizer};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -46,6 +47,38 @@ pub struct RunArgs {
     /// Write every forward call's stage taps under this directory.
     #[arg(long)]
     pub taps: Option<PathBuf>,
+    /// How the engram tables' values are checked at load (every other tensor is checked as it is first read).
+    #[arg(long, value_enum, default_value_t = VerifyWeights::Sampled)]
+    pub verify_weights: VerifyWeights,
+}
+
+/// `--verify-weights`: the engram tables sampled (each row is still checked when a lookup reads it) or scanned whole at load.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyWeights {
+    /// One row in 1024 of each large table.
+    Sampled,
+    /// Every byte.
+    Full,
+}
+
+impl VerifyWeights {
+    /// The load's value check.
+    pub fn check(self) -> ValueCheck {
+        ValueCheck::OnUse(match self {
+            VerifyWeights::Sampled => Tables::Sampled,
+            VerifyWeights::Full => Tables::Full,
+        })
+    }
+}
+
+/// One line on what the loader read: bytes scanned against the payload, the sampled share, and the time when given.
+pub(crate) fn weights_line(ck: &Checkpoint, seconds: Option<f64>) -> String {
+    let took = seconds.map_or(String::new(), |s| format!(" in {s:.2} s"));
+    let tables = match ck.bytes_sampled() {
+        0 => "engram tables scanned whole".to_string(),
+        n => format!("engram tables sampled: {n} bytes"),
+    };
+    format!("weights: read {} of {} payload bytes once{took}, each tensor checked as it was read ({tables})", ck.bytes_read(), ck.payload_bytes())
 }
 
 /// What a run produced.
@@ -142,14 +175,14 @@ pub(crate) struct Loaded {
 }
 
 /// Loads the model directory and encodes `prompt` (BOS then the text, or one chat user message).
-pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool) -> Result<Loaded> {
+pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool, verify: VerifyWeights) -> Result<Loaded> {
     if !dir.is_dir() {
         bail!("model directory {} does not exist", dir.display());
     }
     if prompt.is_empty() {
         bail!("the prompt is empty");
     }
-    let (cfg, ckpt) = load(dir, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", dir.display()))?;
+    let (cfg, ckpt) = load(dir, LoadMode::Mapped, verify.check()).with_context(|| format!("loading {}", dir.display()))?;
     let tok_path = tokenizer_path(dir).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
     let tok = Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?;
     let ids = if chat {
@@ -190,10 +223,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
     let sampling = Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed };
     let sampler = Sampler::new(sampling)?;
     let gpu = open_device(&args.device)?;
-    let l = load_model(&args.model, &args.prompt, args.chat)?;
-    if !l.ckpt.canonical().is_empty() {
-        eprintln!("{}", l.ckpt.canonical());
-    }
+    let l = load_model(&args.model, &args.prompt, args.chat, args.verify_weights)?;
     let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
     let eos = l.cfg.eos_token_id as u32;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
@@ -203,6 +233,11 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
         None => drive.run(Session::new(Observed { inner: CpuExecutor::new(&l.ckpt), obs: NanGuard }, &model)?, out)?,
         Some(g) => drive.run(Session::new(gpu_executor(g, &l.ckpt, &args.device)?, &model)?, out)?,
     };
+    let canonical = l.ckpt.canonical();
+    if !canonical.is_empty() {
+        eprintln!("{canonical}");
+    }
+    eprintln!("{}", weights_line(&l.ckpt, None));
     let hash = token_sha256(&gen.tokens);
     writeln!(out, "token_sha256={hash}")?;
     Ok(RunReport { prompt: l.prompt, tokens: gen.tokens, token_sha256: hash })

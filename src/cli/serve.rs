@@ -1,12 +1,14 @@
 //! `lockstep serve`: load the model on one device, start the lane host on its own thread, and answer HTTP until SIGTERM drains it.
-use super::run::{gpu_executor, open_device, token_map, tokenizer_path};
+use super::run::{gpu_executor, open_device, token_map, tokenizer_path, weights_line, VerifyWeights};
 use crate::api::state::{AppState, Identity, ModelInfo};
 use crate::engine::Engine;
 use crate::exec::observe::{NanGuard, Observed};
 use crate::exec::{CpuExecutor, Executor};
 use crate::gpu::Gpu;
 use crate::model::forward::Model;
-use crate::model::{load, Config, LoadMode, ValueCheck};
+use crate::model::taps::Taps;
+use crate::model::forward::LogitRows;
+use crate::model::{load, Checkpoint, Config, LoadMode};
 use crate::serve::{Command, Host, HostConfig, Status};
 use crate::serve::snapshot::SnapshotDir;
 use crate::text::Tokenizer;
@@ -29,6 +31,9 @@ pub struct ServeArgs {
     /// Port to listen on (0 picks a free one, printed).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// How the engram tables' values are checked at load (every other tensor is checked as it is first read).
+    #[arg(long, value_enum, default_value_t = VerifyWeights::Sampled)]
+    pub verify_weights: VerifyWeights,
     /// Executor: `cpu` (the oracle) or a GPU adapter (index, name substring, backend name, `gpu`).
     #[arg(long, default_value = "cpu")]
     pub device: String,
@@ -244,10 +249,8 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: usize, tok: Arc<Tokenizer>, state: Arc<AppState>, fp: String, rx: mpsc::Receiver<Command>, addr: std::net::SocketAddr) -> Result<()> {
     let gpu = open_device(&args.device)?;
-    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::default()).with_context(|| format!("loading {}", args.model.display()))?;
-    if !ckpt.canonical().is_empty() {
-        eprintln!("{}", ckpt.canonical());
-    }
+    let t0 = Instant::now();
+    let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, args.verify_weights.check()).with_context(|| format!("loading {}", args.model.display()))?;
     let per_lane = lane_bytes(&cfg, context);
     let cache = cfg_host.cache_bytes as u64;
     let total = per_lane * lanes as u64 + cache;
@@ -265,15 +268,31 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     let status = state.status.clone();
     let key = if state.api_key.is_some() { " -H 'Authorization: Bearer $KEY'" } else { "" };
     let ready = format!("ready on http://{addr}; try:\n  curl http://{addr}/v1/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}], \"max_tokens\": 32}}'", state.model.id);
-    let served = match &gpu {
-        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), &tok, cfg_host, status, rx, &ready),
-        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), &tok, cfg_host, status, rx, &ready),
-    };
-    served.map_err(|e| anyhow::anyhow!("{e}"))
+    let warm = Warm { ckpt: &ckpt, t0, bos: cfg.bos_token_id as u32 };
+    match &gpu {
+        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), warm, &tok, cfg_host, status, rx, &ready),
+        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), warm, &tok, cfg_host, status, rx, &ready),
+    }
 }
 
-fn run_host<E: Executor>(engine: Engine<'_, '_, E>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>, ready: &str) -> Result<(), crate::serve::Lost> {
+/// What the warm-up needs: the checkpoint (for its read counts), when the load began, the BOS id.
+struct Warm<'c> {
+    ckpt: &'c Checkpoint,
+    t0: Instant,
+    bos: u32,
+}
+
+/// Warms the engine (one throwaway forward reads, checks and uploads every weight it keeps), reports the load, then serves.
+fn run_host<E: Executor>(mut engine: Engine<'_, '_, E>, warm: Warm<'_>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>, ready: &str) -> Result<()> {
+    let id = engine.add()?;
+    engine.run(id, &[warm.bos], LogitRows::Last, &mut Taps::default()).context("warming up: the first forward failed")?;
+    engine.remove(id)?;
+    let canonical = warm.ckpt.canonical();
+    if !canonical.is_empty() {
+        eprintln!("{canonical}");
+    }
+    eprintln!("{}", weights_line(warm.ckpt, Some(warm.t0.elapsed().as_secs_f64())));
     let host = Host::new(engine, tok, cfg, status);
     eprintln!("{ready}");
-    host.run(rx)
+    host.run(rx).map_err(|e| anyhow::anyhow!("{e}"))
 }

@@ -1,7 +1,7 @@
 //! Every op's operand checks, written once and called by both executors before they run: dims, index ranges, and the weights' dtypes and sizes.
 use crate::exec::{EngramGate, ExecError, HcParams, Qat, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
-use crate::weights::{Checkpoint, Dtype, TensorView};
+use crate::weights::{Checkpoint, CheckpointError, Dtype, TensorView};
 
 /// `(rows, cols)` of a tensor.
 pub type Dims = (usize, usize);
@@ -28,9 +28,13 @@ pub fn bf16_valued(op: &'static str, x: &[f32]) -> Result<(), ExecError> {
     }
 }
 
-/// The tensor called `name`.
+/// The tensor called `name`, its values scanned on this first read (canonical bytes; a non-finite value is an error naming it).
 pub fn view<'c>(ckpt: &'c Checkpoint, name: &str) -> Result<TensorView<'c>, ExecError> {
-    ckpt.get(name).ok_or_else(|| ExecError::MissingWeight(name.to_string()))
+    match ckpt.verified(name) {
+        Ok(v) => Ok(v),
+        Err(CheckpointError::NotFound { .. }) => Err(ExecError::MissingWeight(name.to_string())),
+        Err(e) => Err(ExecError::BadWeight { name: name.to_string(), problem: e.to_string() }),
+    }
 }
 
 /// The values of a BF16 or F32 tensor.

@@ -29,22 +29,43 @@ pub enum LoadMode {
     Copied,
 }
 
-/// Which tensors get the NaN/inf scan and are made canonical.
+/// Which tensors get the NaN/inf scan and are made canonical, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueCheck {
-    /// No scan.
+    /// No scan at load; tensors read through [`Checkpoint::verified`] are still scanned on first use.
     Off,
-    /// Every tensor.
+    /// Every tensor, at load.
     All,
-    /// Tensors of at most this many bytes (skips the engram tables of the release).
+    /// Tensors of at most this many bytes, at load.
     UpTo(u64),
+    /// Each tensor on first use, in the pass that reads it (the GPU's upload); the host-resident engram tables at load, sampled or in full.
+    OnUse(Tables),
 }
 
+/// How the engram tables (read on the host, row by row, each row checked as it is read) are scanned at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// One row in [`SAMPLE_STRIDE`] of tables above [`SAMPLE_ABOVE`] bytes; smaller tables in full.
+    Sampled,
+    /// Every row.
+    Full,
+}
+
+/// Tables above this many bytes are sampled.
+pub const SAMPLE_ABOVE: u64 = 64 << 20;
+/// One row in this many is scanned in a sampled table.
+pub const SAMPLE_STRIDE: usize = 1024;
+
 impl Default for ValueCheck {
-    /// Every tensor up to 4 GiB: all of the release but its two engram tables.
+    /// Every tensor on first use, the engram tables sampled.
     fn default() -> ValueCheck {
-        ValueCheck::UpTo(4 << 30)
+        ValueCheck::OnUse(Tables::Sampled)
     }
+}
+
+/// Whether `name` is an engram table or its scales (read on the host by every executor).
+pub fn is_engram_table(name: &str) -> bool {
+    name.ends_with(".engram.embed.weight") || name.ends_with(".engram.embed.scale")
 }
 
 /// Why a checkpoint cannot be used; every variant names the file or tensor at fault.
@@ -110,7 +131,7 @@ struct Shard {
 }
 
 /// Where one tensor lives.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Entry {
     stored_name: String,
     dtype: Dtype,
@@ -118,7 +139,18 @@ struct Entry {
     shard: usize,
     start: usize,
     end: usize,
-    patched: Option<usize>,
+    checked: std::sync::OnceLock<Checked>,
+}
+
+/// What the value scan found in one tensor.
+#[derive(Debug)]
+enum Checked {
+    /// Finite and canonical as stored.
+    Clean,
+    /// Finite; served from these canonical bytes.
+    Patched(Vec<u8>),
+    /// Element at this index is NaN or infinite.
+    Bad(usize),
 }
 
 /// A borrowed tensor: dtype, shape and its little-endian bytes.
@@ -163,8 +195,9 @@ pub struct Checkpoint {
     mode: LoadMode,
     shards: Vec<Shard>,
     entries: BTreeMap<String, Entry>,
-    overlay: Vec<Vec<u8>>,
-    canonical: CanonicalSummary,
+    canonical: std::sync::Mutex<CanonicalSummary>,
+    read: std::sync::atomic::AtomicU64,
+    sampled: std::sync::atomic::AtomicU64,
 }
 
 impl Checkpoint {
@@ -185,7 +218,7 @@ impl Checkpoint {
             sizes.push(std::fs::metadata(p).map_err(|source| io_err(p, source))?.len());
         }
         let progress = Progress::new("reading weights", if mode == LoadMode::Copied { sizes.iter().sum() } else { 0 });
-        let mut ck = Checkpoint { mode, shards: Vec::new(), entries: BTreeMap::new(), overlay: Vec::new(), canonical: CanonicalSummary::default() };
+        let mut ck = Checkpoint { mode, shards: Vec::new(), entries: BTreeMap::new(), canonical: Default::default(), read: Default::default(), sampled: Default::default() };
         for (i, path) in paths.into_iter().enumerate() {
             let bytes = open_bytes(&path, sizes[i], mode, &progress)?;
             let header = parse_header(bytes.as_slice(), sizes[i], &path)?;
@@ -196,7 +229,7 @@ impl Checkpoint {
                     return Err(CheckpointError::Duplicate { name, first, second: path.display().to_string() });
                 }
                 let (start, end) = ((header.data_start + e.start) as usize, (header.data_start + e.end) as usize);
-                ck.entries.insert(name, Entry { stored_name: e.name, dtype: e.dtype, shape: e.shape, shard: i, start, end, patched: None });
+                ck.entries.insert(name, Entry { stored_name: e.name, dtype: e.dtype, shape: e.shape, shard: i, start, end, checked: Default::default() });
             }
             ck.shards.push(Shard { path, bytes });
         }
@@ -235,21 +268,68 @@ impl Checkpoint {
     /// The tensor called `name` (either spelling), if present: its canonical bytes where the load changed them, else the stored ones.
     pub fn get(&self, name: &str) -> Option<TensorView<'_>> {
         let (key, e) = self.entries.get_key_value(&canonical_name(name))?;
-        let bytes = match e.patched {
-            Some(i) => &self.overlay[i][..],
-            None => &self.shards[e.shard].bytes.as_slice()[e.start..e.end],
+        let bytes = match e.checked.get() {
+            Some(Checked::Patched(b)) => &b[..],
+            _ => self.stored(e),
         };
         Some(TensorView { name: key, dtype: e.dtype, shape: &e.shape, bytes })
     }
 
-    /// What [`Checkpoint::check_values`] changed to make the values canonical (empty before it runs).
-    pub fn canonical(&self) -> &CanonicalSummary {
-        &self.canonical
+    /// The tensor called `name` with its values scanned (on this first read unless a scan ran before): canonical bytes, or a `NonFinite` error naming it.
+    pub fn verified(&self, name: &str) -> Result<TensorView<'_>, CheckpointError> {
+        let (key, e) = self.entries.get_key_value(&canonical_name(name)).ok_or_else(|| CheckpointError::NotFound { name: name.to_string() })?;
+        if let Checked::Bad(index) = self.check_entry(key, e) {
+            return Err(CheckpointError::NonFinite { name: key.clone(), index: *index });
+        }
+        self.tensor(key)
+    }
+
+    /// What the scans so far changed to make the values canonical.
+    pub fn canonical(&self) -> CanonicalSummary {
+        self.canonical.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether `name` is served from canonical bytes that differ from the stored ones.
     pub fn is_patched(&self, name: &str) -> bool {
-        self.entries.get(&canonical_name(name)).is_some_and(|e| e.patched.is_some())
+        self.entries.get(&canonical_name(name)).is_some_and(|e| matches!(e.checked.get(), Some(Checked::Patched(_))))
+    }
+
+    /// Bytes the value scans have read (each tensor once, sampled tables by their sampled rows).
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of the engram tables read by a sampled scan (counted in [`Checkpoint::bytes_read`] too).
+    pub fn bytes_sampled(&self) -> u64 {
+        self.sampled.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Total stored bytes of every tensor.
+    pub fn payload_bytes(&self) -> u64 {
+        self.entries.values().map(|e| (e.end - e.start) as u64).sum()
+    }
+
+    /// The stored bytes of an entry.
+    fn stored(&self, e: &Entry) -> &[u8] {
+        &self.shards[e.shard].bytes.as_slice()[e.start..e.end]
+    }
+
+    /// The scan of one entry, run on its first call.
+    fn check_entry<'a>(&self, name: &str, e: &'a Entry) -> &'a Checked {
+        e.checked.get_or_init(|| {
+            let v = TensorView { name, dtype: e.dtype, shape: &e.shape, bytes: self.stored(e) };
+            self.read.fetch_add(v.bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            match canonical::scan(v.dtype, v.bytes, self.blocks_of(&v)) {
+                canonical::Scan::Canonical => Checked::Clean,
+                canonical::Scan::Patched(changes, bytes) => {
+                    let mut c = self.canonical.lock().unwrap_or_else(|p| p.into_inner());
+                    c.tensors.push((name.to_string(), changes));
+                    c.tensors.sort_by(|a, b| a.0.cmp(&b.0));
+                    Checked::Patched(bytes)
+                }
+                canonical::Scan::NonFinite(at) => Checked::Bad(at),
+            }
+        })
     }
 
     /// The tensor called `name`, or a `NotFound` error naming it.
@@ -283,65 +363,66 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Scans weights for NaN/inf (F32 and BF16 exponent all-ones, e4m3 codes 0x7f/0xff, e8m0 255) and makes them canonical in the same pass (see [`canonical`]); returns what changed, also kept in [`Checkpoint::canonical`].
+    /// Scans weights for NaN/inf (F32 and BF16 exponent all-ones, e4m3 codes 0x7f/0xff, e8m0 255) and makes them canonical in the same pass (see [`canonical`]), on up to 8 threads; returns what this call changed. `OnUse` scans only the engram tables here.
     pub fn check_values(&mut self, scope: ValueCheck) -> Result<CanonicalSummary, CheckpointError> {
-        let limit = match scope {
-            ValueCheck::Off => return Ok(CanonicalSummary::default()),
-            ValueCheck::All => u64::MAX,
-            ValueCheck::UpTo(n) => n,
+        let pick = |name: &str, e: &Entry| match scope {
+            ValueCheck::Off => false,
+            ValueCheck::All => true,
+            ValueCheck::UpTo(n) => (e.end - e.start) as u64 <= n,
+            ValueCheck::OnUse(_) => is_engram_table(name),
         };
-        let mut patches = self.scan_values(limit)?;
-        patches.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut summary = CanonicalSummary::default();
-        for (name, changes, bytes) in patches {
-            if let Some(e) = self.entries.get_mut(&name) {
-                e.patched = Some(self.overlay.len());
-                self.overlay.push(bytes);
-                summary.tensors.push((name, changes));
-            }
-        }
-        self.canonical.tensors.extend(summary.tensors.iter().cloned());
-        self.canonical.tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(summary)
-    }
-
-    /// The scan of [`Checkpoint::check_values`] over tensors of at most `limit` bytes, on up to 8 threads: the changed tensors' canonical bytes, or the first non-finite element.
-    fn scan_values(&self, limit: u64) -> Result<Vec<(String, Changes, Vec<u8>)>, CheckpointError> {
-        let work: Vec<TensorView> = self.names().filter_map(|n| self.get(n)).filter(|v| (v.bytes.len() as u64) <= limit).collect();
-        let progress = Progress::new("checking weights", work.iter().map(|v| v.bytes.len() as u64).sum());
+        let sample = |e: &Entry| matches!(scope, ValueCheck::OnUse(Tables::Sampled)) && (e.end - e.start) as u64 > SAMPLE_ABOVE;
+        let before = self.canonical();
+        let work: Vec<(&String, &Entry)> = self.entries.iter().filter(|(n, e)| pick(n, e) && e.checked.get().is_none()).collect();
+        let progress = Progress::new("checking weights", work.iter().map(|(_, e)| if sample(e) { 0 } else { (e.end - e.start) as u64 }).sum());
         let next = std::sync::atomic::AtomicUsize::new(0);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-        let (mut found, patches): (Vec<(usize, usize)>, Vec<(String, Changes, Vec<u8>)>) = std::thread::scope(|s| {
+        let mut bad: Vec<(String, usize)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
-                        let (mut bad, mut patched) = (Vec::new(), Vec::new());
+                        let mut bad = Vec::new();
                         loop {
                             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(v) = work.get(i) else { return (bad, patched) };
-                            match canonical::scan(v.dtype, v.bytes, self.blocks_of(v)) {
-                                canonical::Scan::Canonical => {}
-                                canonical::Scan::Patched(c, bytes) => patched.push((v.name.to_string(), c, bytes)),
-                                canonical::Scan::NonFinite(at) => bad.push((i, at)),
-                            }
-                            progress.advance(v.bytes.len() as u64);
+                            let Some(&(name, e)) = work.get(i) else { return bad };
+                            let found = if sample(e) { self.sample_rows(e) } else {
+                                progress.advance((e.end - e.start) as u64);
+                                match self.check_entry(name, e) { Checked::Bad(at) => Some(*at), _ => None }
+                            };
+                            bad.extend(found.map(|at| (name.clone(), at)));
                         }
                     })
                 })
                 .collect();
-            let mut all = (Vec::new(), Vec::new());
-            for (bad, patched) in handles.into_iter().map(|h| h.join().unwrap_or_default()) {
-                all.0.extend(bad);
-                all.1.extend(patched);
-            }
-            all
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
         });
         progress.finish();
-        found.sort_unstable();
-        match found.first() {
-            Some(&(i, index)) => Err(CheckpointError::NonFinite { name: work[i].name.to_string(), index }),
-            None => Ok(patches),
+        bad.sort();
+        if let Some((name, index)) = bad.into_iter().next() {
+            return Err(CheckpointError::NonFinite { name, index });
         }
+        let now = self.canonical();
+        Ok(CanonicalSummary { tensors: now.tensors.into_iter().filter(|t| !before.tensors.contains(t)).collect() })
+    }
+
+    /// Scans one row in [`SAMPLE_STRIDE`] of a row-scaled table (its scales in full): the first non-finite element found; nothing is patched (rows are checked as they are read).
+    fn sample_rows(&self, e: &Entry) -> Option<usize> {
+        let bytes = self.stored(e);
+        let [rows, cols] = e.shape[..] else { return None };
+        let row_bytes = bytes.len() / rows.max(1);
+        let mut read = 0u64;
+        let mut found = None;
+        for r in (0..rows).step_by(SAMPLE_STRIDE) {
+            let row = &bytes[r * row_bytes..(r + 1) * row_bytes];
+            read += row.len() as u64;
+            if let canonical::Scan::NonFinite(at) = canonical::scan(e.dtype, row, None) {
+                found = Some(r * cols + at);
+                break;
+            }
+        }
+        self.read.fetch_add(read, std::sync::atomic::Ordering::Relaxed);
+        self.sampled.fetch_add(read, std::sync::atomic::Ordering::Relaxed);
+        found
     }
 
     /// The block layout and scale bytes of a quantized weight (its `.scale` tensor present with a fitting shape).
@@ -483,7 +564,7 @@ mod tests {
         let w = ck.tensor("w.weight").expect("w").bytes;
         assert!(w[..32 * 32] == stored_w[..32 * 32] && w[32 * 32..].iter().all(|&c| c == 0), "only the block of scale code below the floor is zeroed");
         assert!(ck.is_patched("a.weight") && ck.is_patched("w.weight") && !ck.is_patched("b") && !ck.is_patched("x.weight"));
-        assert_eq!(ck.overlay.len(), 2);
+        assert_eq!(ck.bytes_read(), ck.payload_bytes());
         let text = ck.canonical().to_string();
         assert!(text.contains("2 tensors changed, 3 subnormal values flushed to zero, 1 quantized blocks"), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
@@ -494,7 +575,7 @@ mod tests {
         let (dir, _) = small_checkpoint("canonical", false);
         let mut ck = Checkpoint::open(&dir, LoadMode::Mapped).expect("open");
         assert!(ck.check_values(ValueCheck::All).expect("finite").is_empty());
-        assert!(ck.overlay.is_empty() && ck.canonical().is_empty());
+        assert!(ck.canonical().is_empty());
         let map = ck.shards[0].bytes.as_slice().as_ptr_range();
         for n in ["a.weight", "b", "w.weight", "x.weight"] {
             assert!(map.contains(&ck.tensor(n).expect("present").bytes.as_ptr()), "{n} is served from the map");

@@ -1,10 +1,11 @@
 //! The engram of one layer: table rows for the call's hash ids read on the host from the mapped checkpoint, the wkv GEMM, and the gate.
 use super::{ForwardError, Model};
 use crate::exec::{Executor, Out};
+use crate::weights::canonical::FP8_ROWS_FLOOR;
 use crate::weights::Dtype;
 use crate::numerics::{e4m3_to_f32, e8m0_to_f32};
 
-/// Dequantized rows of `{prefix}.engram.embed` for `ids` (e4m3 times the row block's e8m0 scale; exact in bf16).
+/// Dequantized rows of `{prefix}.engram.embed` for `ids` (e4m3 times the row block's e8m0 scale; exact in bf16), each row checked and made canonical as it is read (tables are too large to scan whole at load).
 pub(super) fn table_rows(m: &Model, prefix: &str, ids: impl Iterator<Item = u32>) -> Result<Vec<f32>, ForwardError> {
     let (wn, sn) = (format!("{prefix}.engram.embed.weight"), format!("{prefix}.engram.embed.scale"));
     let bad = |what: String| ForwardError::Input(format!("engram table `{wn}`: {what}"));
@@ -23,7 +24,16 @@ pub(super) fn table_rows(m: &Model, prefix: &str, ids: impl Iterator<Item = u32>
         }
         let codes = &w.bytes[r * width..(r + 1) * width];
         let scales = &s.bytes[r * blocks..(r + 1) * blocks];
-        out.extend(codes.iter().enumerate().map(|(c, &code)| e4m3_to_f32(code) * e8m0_to_f32(scales[c / 32])));
+        if let Some(c) = codes.iter().position(|&x| x & 0x7f == 0x7f) {
+            return Err(bad(format!("row {r} holds a non-finite code at column {c}")));
+        }
+        if let Some(b) = scales.iter().position(|&x| x == 0xff) {
+            return Err(bad(format!("row {r} has a NaN scale in block {b}")));
+        }
+        for (b, chunk) in codes.chunks(32).enumerate() {
+            let zeroed = scales[b] < FP8_ROWS_FLOOR && chunk.iter().any(|&x| x & 0x7f != 0);
+            out.extend(chunk.iter().map(|&code| if zeroed { 0.0 } else { e4m3_to_f32(code) * e8m0_to_f32(scales[b]) }));
+        }
     }
     Ok(out)
 }
@@ -41,4 +51,39 @@ pub(super) fn engram<E: Executor>(ex: &mut E, m: &Model, prefix: &str, li: usize
     let kv = ex.linear(&e, &format!("{prefix}.engram.wkv"), Out::Bf16)?;
     let live = vec![true; s];
     Ok(ex.engram_gate(h, &kv, &format!("{prefix}.engram.q_weight"), &format!("{prefix}.engram.k_weight"), &m.engram_gate(), &live)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{load, make_tiny};
+    use crate::text::TokenMap;
+    use crate::weights::safetensors::{read_header, write_file};
+    use crate::weights::{LoadMode, ValueCheck};
+
+    #[test]
+    fn rows_read_unscanned_equal_the_rows_of_an_eager_scan() {
+        let dir = std::env::temp_dir().join(format!("lockstep-engram-rows-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        make_tiny(&dir, 3, None).expect("make_tiny");
+        let name = "layers.1.engram.embed.scale";
+        let shard = std::fs::read_dir(&dir).expect("dir").flatten().map(|e| e.path()).find(|p| read_header(p).is_ok_and(|h| h.entries.iter().any(|e| e.name == name))).expect("shard");
+        let h = read_header(&shard).expect("header");
+        let bytes = std::fs::read(&shard).expect("read");
+        let at = |o: u64| (h.data_start + o) as usize;
+        let mut t: Vec<_> = h.entries.into_iter().map(|e| (e.name, e.dtype, e.shape, bytes[at(e.start)..at(e.end)].to_vec())).collect();
+        let s = t.iter_mut().find(|x| x.0 == name).expect("scale");
+        s.3.iter_mut().step_by(3).for_each(|c| *c = FP8_ROWS_FLOOR - 1);
+        write_file(&shard, &t).expect("rewrite");
+        let rows = |check| {
+            let (cfg, ck) = load(&dir, LoadMode::Copied, check).expect("load");
+            let m = Model::new(cfg.clone(), &ck, TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32)).expect("model");
+            let n = cfg.engram_num_embeddings[0] as u32;
+            table_rows(&m, "layers.1", 0..n).expect("rows").iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let (eager, lazy) = (rows(ValueCheck::All), rows(ValueCheck::Off));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(eager.iter().filter(|&&b| b == 0).count() * 4 > eager.len(), "the planted blocks are zeroed");
+        assert_eq!(eager, lazy);
+    }
 }

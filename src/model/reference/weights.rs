@@ -43,7 +43,7 @@ impl Linear {
 
 /// The tensor `name` with the expected dtype.
 fn view<'a>(ck: &'a Checkpoint, name: &str, dtype: Dtype) -> Result<TensorView<'a>, ReferenceError> {
-    let t = ck.tensor(name)?;
+    let t = ck.verified(name)?;
     if t.dtype != dtype {
         return Err(ReferenceError::Dtype { name: name.into(), expected: dtype, found: t.dtype });
     }
@@ -61,7 +61,7 @@ fn check_shape(name: &str, shape: &[usize], want: &[usize]) -> Result<(), Refere
 
 /// A BF16 or F32 tensor as f64 values.
 pub fn plain(ck: &Checkpoint, name: &str) -> Result<Vec<f64>, ReferenceError> {
-    let t = ck.tensor(name)?;
+    let t = ck.verified(name)?;
     let v = t.to_f32().ok_or_else(|| ReferenceError::Dtype { name: name.into(), expected: Dtype::BF16, found: t.dtype })?;
     Ok(v.into_iter().map(f64::from).collect())
 }
