@@ -1,6 +1,7 @@
 //! The serving contract on the tiny model, on the CPU oracle and the default GPU adapter: concurrent == solo == serial, resumed == fresh, seeded replies repeat, a cancel storm leaves the next request exact, CPU and GPU servers agree and share snapshots, SIGTERM drains.
 mod cli_support;
 mod serve_support;
+mod variant_support;
 
 use cli_support::{temp, tiny_model};
 use serde_json::{json, Value};
@@ -253,4 +254,30 @@ fn a_full_queue_answers_429_request_ids_echo_and_lanes_that_do_not_fit_are_refus
     let reply = serve_support::raw(&server.addr, format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-request-id: my-id-42\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
     let head = reply.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 429") && head.contains("retry-after: 1") && head.contains("x-request-id: my-id-42") && head.contains("the queue is full"), "{reply}");
+}
+
+#[test]
+fn a_checkpoint_without_vision_serves_the_same_text_and_serve_vision_is_refused_with_the_reason() {
+    let (_keep, m) = model("vision");
+    let twin_root = temp("serve", "text-only");
+    let t = twin_root.0.join("m");
+    variant_support::copy_without(&m, &t, |n| variant_support::is_vision_tower(n) || variant_support::is_bias_vl(n));
+    let refusals = [
+        (&t, "--vision: the checkpoint has no vision tower (vision.*, aligner.*, image_start, image_end, image_newline) and no `ffn.gate.bias_vl`"),
+        (&m, "--vision: image input is not available in this build"),
+    ];
+    for (dir, why) in refusals {
+        let out = cli_support::lockstep(&["serve", "--model", dir.to_str().unwrap(), "--port", "0", "--vision"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{err}");
+        assert!(err.trim().lines().count() == 1 && !err.contains("panicked") && !err.contains("backtrace"), "one line, no backtrace: {err}");
+    }
+    let reply = |dir: &std::path::Path| {
+        let server = Server::start(dir, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+        let v = server.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+        (sha(&v), v["choices"][0]["text"].as_str().unwrap_or("").to_string())
+    };
+    let (want, got) = (reply(&m), reply(&t));
+    assert!(!want.1.is_empty());
+    assert_eq!(got, want, "the text-only twin serves the canonical model's reply");
 }

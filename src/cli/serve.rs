@@ -6,7 +6,7 @@ use crate::exec::observe::{NanGuard, Observed};
 use crate::exec::{CpuExecutor, Executor};
 use crate::gpu::Gpu;
 use crate::model::forward::Model;
-use crate::model::{load, Config, LoadMode, ValueCheck};
+use crate::model::{load, vision_missing, Checkpoint, Config, LoadMode, ValueCheck};
 use crate::serve::{Command, Host, HostConfig, Status};
 use crate::serve::snapshot::SnapshotDir;
 use crate::text::Tokenizer;
@@ -71,6 +71,18 @@ pub struct ServeArgs {
     /// The model id requests name (default: the model directory's name).
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// Take image input: refused at start, with what the checkpoint lacks or because this build runs no vision tower yet.
+    #[arg(long)]
+    pub vision: bool,
+}
+
+/// Why `--vision` is refused for the checkpoint in `dir`: what it lacks for images, else that this build has no image input.
+fn vision_refusal(dir: &Path, cfg: &Config) -> Result<String> {
+    let ck = Checkpoint::open(dir, LoadMode::Mapped).map_err(|e| anyhow::anyhow!("opening {}: {e}", dir.display()))?;
+    Ok(match vision_missing(cfg, &ck) {
+        Some(why) => format!("--vision: {why}, so it cannot take images; serve it without --vision for text"),
+        None => "--vision: image input is not available in this build of lockstep (it runs no vision tower yet); serve without --vision for text".to_string(),
+    })
 }
 
 /// sha256 over the checkpoint's config, index and every safetensors header, in file-name order.
@@ -150,6 +162,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         bail!("--parallel and --round-tokens must be at least 1");
     }
     let cfg = Config::from_dir(&args.model).with_context(|| format!("reading the config of {}", args.model.display()))?;
+    if args.vision {
+        bail!("{}", vision_refusal(&args.model, &cfg)?);
+    }
     let context = args.context.unwrap_or(cfg.max_position_embeddings);
     if context < 2 || context > cfg.max_position_embeddings.max(1 << 20) {
         bail!("--context {context} must be in 2..={}", cfg.max_position_embeddings.max(1 << 20));
