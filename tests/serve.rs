@@ -281,3 +281,34 @@ fn a_checkpoint_without_vision_serves_the_same_text_and_serve_vision_is_refused_
     assert!(!want.1.is_empty());
     assert_eq!(got, want, "the text-only twin serves the canonical model's reply");
 }
+
+#[test]
+fn a_tokenizer_without_a_v41_only_token_serves_plain_prompts_and_refuses_what_needs_it_by_name() {
+    let (_keep, m) = model("v4-tokenizer");
+    let canonical = Server::start(&m, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+    let want = canonical.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+    drop(canonical);
+    // the V4 tokenizer names id 128799 `<｜place▁holder▁no▁799｜>`, where V4.1 has `<｜System｜>`
+    let tj = m.join("tokenizer.json");
+    let json = std::fs::read_to_string(&tj).unwrap();
+    std::fs::write(&tj, variant_support::tokenizer_without(&json, "<｜System｜>", Some("<｜place▁holder▁no▁799｜>"))).unwrap();
+    let server = Server::start(&m, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+    let got = server.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+    assert_eq!((sha(&got), &got["choices"][0]["text"]), (sha(&want), &want["choices"][0]["text"]), "a plain prompt is served as before");
+    let chat = json!({ "model": "m", "messages": [{ "role": "user", "content": "Hello!" }], "max_tokens": 4, "temperature": 0.0 });
+    server.ok("/v1/chat/completions", &chat);
+    let mut thinking = chat.clone();
+    thinking["reasoning_effort"] = json!("high");
+    let (s, v) = server.post("/v1/chat/completions", &thinking);
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(s == 400 && v["error"]["type"] == "invalid_request_error" && v["error"]["param"] == "messages" && msg.contains("<｜System｜>"), "{s} {v}");
+    let mut system = chat.clone();
+    system["messages"] = json!([{ "role": "system", "content": "Be brief." }, { "role": "user", "content": "Hello!" }]);
+    let (s, v) = server.post("/v1/chat/completions", &system);
+    assert!(s == 400 && v["error"]["message"].as_str().unwrap_or("").contains("<｜System｜>"), "{s} {v}");
+    let messages = json!({ "model": "m", "max_tokens": 4, "messages": [{ "role": "user", "content": "Hello!" }], "thinking": { "type": "enabled", "budget_tokens": 16 } });
+    let (s, v) = server.post("/v1/messages", &messages);
+    assert!(s == 400 && v["type"] == "error" && v["error"]["message"].as_str().unwrap_or("").contains("<｜System｜>"), "{s} {v}");
+    let (s, _) = server.get("/health").unwrap();
+    assert_eq!(s, 200);
+}

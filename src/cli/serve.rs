@@ -180,7 +180,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let tok_path = tokenizer_path(&args.model).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
     let tok = Arc::new(Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?);
     let mut stop_ids = vec![cfg.eos_token_id as u32];
-    stop_ids.extend([tok.special().user, tok.special().assistant].iter().filter(|&&t| t != cfg.eos_token_id as u32));
+    stop_ids.extend([tok.special().user, tok.special().assistant].into_iter().flatten().filter(|&t| t != cfg.eos_token_id as u32));
     let id = args.served_model_name.clone().unwrap_or_else(|| args.model.file_name().and_then(|n| n.to_str()).unwrap_or("lockstep").to_string());
     let info = ModelInfo { id, context, max_tokens: args.max_tokens.max(1), bos: cfg.bos_token_id as u32, stop_ids, vocab: cfg.vocab_size };
     let fp = fingerprint(&args.model)?;
