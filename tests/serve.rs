@@ -1,6 +1,7 @@
 //! The serving contract on the tiny model, on the CPU oracle and the default GPU adapter: concurrent == solo == serial, resumed == fresh, seeded replies repeat, a cancel storm leaves the next request exact, CPU and GPU servers agree and share snapshots, SIGTERM drains.
 mod cli_support;
 mod serve_support;
+mod variant_support;
 
 use cli_support::{temp, tiny_model};
 use serde_json::{json, Value};
@@ -253,4 +254,61 @@ fn a_full_queue_answers_429_request_ids_echo_and_lanes_that_do_not_fit_are_refus
     let reply = serve_support::raw(&server.addr, format!("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-request-id: my-id-42\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
     let head = reply.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 429") && head.contains("retry-after: 1") && head.contains("x-request-id: my-id-42") && head.contains("the queue is full"), "{reply}");
+}
+
+#[test]
+fn a_checkpoint_without_vision_serves_the_same_text_and_serve_vision_is_refused_with_the_reason() {
+    let (_keep, m) = model("vision");
+    let twin_root = temp("serve", "text-only");
+    let t = twin_root.0.join("m");
+    variant_support::copy_without(&m, &t, |n| variant_support::is_vision_tower(n) || variant_support::is_bias_vl(n));
+    let refusals = [
+        (&t, "--vision: the checkpoint has no vision tower (vision.*, aligner.*, image_start, image_end, image_newline) and no `ffn.gate.bias_vl`"),
+        (&m, "--vision: image input is not available in this build"),
+    ];
+    for (dir, why) in refusals {
+        let out = cli_support::lockstep(&["serve", "--model", dir.to_str().unwrap(), "--port", "0", "--vision"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(why), "{err}");
+        assert!(err.trim().lines().count() == 1 && !err.contains("panicked") && !err.contains("backtrace"), "one line, no backtrace: {err}");
+    }
+    let reply = |dir: &std::path::Path| {
+        let server = Server::start(dir, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+        let v = server.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+        (sha(&v), v["choices"][0]["text"].as_str().unwrap_or("").to_string())
+    };
+    let (want, got) = (reply(&m), reply(&t));
+    assert!(!want.1.is_empty());
+    assert_eq!(got, want, "the text-only twin serves the canonical model's reply");
+}
+
+#[test]
+fn a_tokenizer_without_a_v41_only_token_serves_plain_prompts_and_refuses_what_needs_it_by_name() {
+    let (_keep, m) = model("v4-tokenizer");
+    let canonical = Server::start(&m, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+    let want = canonical.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+    drop(canonical);
+    // the V4 tokenizer names id 128799 `<｜place▁holder▁no▁799｜>`, where V4.1 has `<｜System｜>`
+    let tj = m.join("tokenizer.json");
+    let json = std::fs::read_to_string(&tj).unwrap();
+    std::fs::write(&tj, variant_support::tokenizer_without(&json, "<｜System｜>", Some("<｜place▁holder▁no▁799｜>"))).unwrap();
+    let server = Server::start(&m, &["--device", "cpu", "--parallel", "1", "--context", "512"]);
+    let got = server.ok("/v1/completions", &completion(PROMPT, 12, 0.0, None));
+    assert_eq!((sha(&got), &got["choices"][0]["text"]), (sha(&want), &want["choices"][0]["text"]), "a plain prompt is served as before");
+    let chat = json!({ "model": "m", "messages": [{ "role": "user", "content": "Hello!" }], "max_tokens": 4, "temperature": 0.0 });
+    server.ok("/v1/chat/completions", &chat);
+    let mut thinking = chat.clone();
+    thinking["reasoning_effort"] = json!("high");
+    let (s, v) = server.post("/v1/chat/completions", &thinking);
+    let msg = v["error"]["message"].as_str().unwrap_or("");
+    assert!(s == 400 && v["error"]["type"] == "invalid_request_error" && v["error"]["param"] == "messages" && msg.contains("<｜System｜>"), "{s} {v}");
+    let mut system = chat.clone();
+    system["messages"] = json!([{ "role": "system", "content": "Be brief." }, { "role": "user", "content": "Hello!" }]);
+    let (s, v) = server.post("/v1/chat/completions", &system);
+    assert!(s == 400 && v["error"]["message"].as_str().unwrap_or("").contains("<｜System｜>"), "{s} {v}");
+    let messages = json!({ "model": "m", "max_tokens": 4, "messages": [{ "role": "user", "content": "Hello!" }], "thinking": { "type": "enabled", "budget_tokens": 16 } });
+    let (s, v) = server.post("/v1/messages", &messages);
+    assert!(s == 400 && v["type"] == "error" && v["error"]["message"].as_str().unwrap_or("").contains("<｜System｜>"), "{s} {v}");
+    let (s, _) = server.get("/health").unwrap();
+    assert_eq!(s, 200);
 }

@@ -60,7 +60,7 @@ fn streamed_model_output_with_a_tool_call_parses_back_to_the_call() {
     }];
     let completion = format!("Checking 🌦 now.</think>Let me look.{}", render_tool_calls(&calls));
     let mut ids = tok.encode(&completion).unwrap();
-    ids.push(tok.special().eos);
+    ids.push(tok.special().eos.unwrap());
     // decode as a server would: one id at a time, special tokens kept so EOS is seen
     let mut d = Detokenizer::new(false);
     let mut text = String::new();

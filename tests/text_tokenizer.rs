@@ -1,20 +1,22 @@
 //! Integration tests of the tokenizer, streaming detokenizer and engram token map on the real V4.1 tokenizer.json.
 mod text_support;
+mod variant_support;
 
-use lockstep::text::{Detokenizer, TokenMap};
+use lockstep::text::tokenizer::names::{IMAGE, SYSTEM};
+use lockstep::text::{encode_chat, find_tokenizer_json, ChatOptions, ContentBlock, Detokenizer, Message, Role, TokenMap, Tokenizer, TokenizerError};
 use text_support::tokenizer;
 
 #[test]
 fn special_token_ids_are_the_known_v41_ids() {
     let s = tokenizer().special();
-    assert_eq!((s.bos, s.eos, s.pad), (0, 1, 2));
-    assert_eq!((s.user, s.assistant), (128803, 128804));
-    assert_eq!((s.think_start, s.think_end), (128821, 128822));
-    assert_eq!(s.system, 128799, "<｜System｜> doubles as the DSpark noise token");
-    assert_eq!(s.image, 129264);
-    assert_eq!(s.dsml, 128825);
-    assert_eq!(s.latest_reminder, 128828);
-    assert_eq!(s.tasks, [128829, 128830, 128831, 128832, 128836, 128845]);
+    assert_eq!((s.bos, s.eos, s.pad), (Some(0), Some(1), Some(2)));
+    assert_eq!((s.user, s.assistant), (Some(128803), Some(128804)));
+    assert_eq!((s.think_start, s.think_end), (Some(128821), Some(128822)));
+    assert_eq!(s.system, Some(128799), "<｜System｜> doubles as the DSpark noise token");
+    assert_eq!(s.image, Some(129264));
+    assert_eq!(s.dsml, Some(128825));
+    assert_eq!(s.latest_reminder, Some(128828));
+    assert_eq!(s.tasks, [128829, 128830, 128831, 128832, 128836, 128845].map(Some));
     assert_eq!(tokenizer().vocab_size(), 129280);
 }
 
@@ -23,14 +25,14 @@ fn special_tokens_encode_atomically_and_no_bos_is_added() {
     let tok = tokenizer();
     let s = tok.special();
     let ids = tok.encode("<｜User｜>hi<｜Assistant｜><think>").unwrap();
-    assert_eq!(ids.first(), Some(&s.user));
-    assert_eq!(&ids[ids.len() - 2..], &[s.assistant, s.think_start]);
+    assert_eq!(ids.first().copied(), s.user);
+    assert_eq!(&ids[ids.len() - 2..], &[s.assistant, s.think_start].map(Option::unwrap));
     assert_eq!(ids.len(), 4, "{ids:?}");
     let sys = tok.encode("<｜begin▁of▁sentence｜><｜System｜>x").unwrap();
-    assert_eq!(&sys[..2], &[s.bos, s.system]);
+    assert_eq!(&sys[..2], &[s.bos, s.system].map(Option::unwrap));
     let dsml = tok.encode("<｜DSML｜ invoke name=\"f\">").unwrap();
-    assert_eq!(dsml.iter().filter(|&&i| i == s.dsml).count(), 1, "{dsml:?}");
-    assert!(!tok.encode("plain text").unwrap().contains(&s.bos));
+    assert_eq!(dsml.iter().filter(|&&i| Some(i) == s.dsml).count(), 1, "{dsml:?}");
+    assert!(!tok.encode("plain text").unwrap().contains(&s.bos.unwrap()));
 }
 
 #[test]
@@ -47,9 +49,9 @@ fn encode_decode_round_trips_mixed_scripts_and_whitespace() {
 fn skip_special_tokens_drops_bos_eos_but_keeps_the_image_and_role_tokens() {
     let tok = tokenizer();
     let s = tok.special();
-    let mut ids = vec![s.bos, s.user];
+    let mut ids = vec![s.bos.unwrap(), s.user.unwrap()];
     ids.extend(tok.encode("look").unwrap());
-    ids.extend([s.image, s.image, s.eos]);
+    ids.extend([s.image, s.image, s.eos].map(Option::unwrap));
     assert_eq!(
         tok.decode(&ids, false).unwrap(),
         "<｜begin▁of▁sentence｜><｜User｜>look<｜deepseek_image｜><｜deepseek_image｜><｜end▁of▁sentence｜>"
@@ -86,9 +88,9 @@ fn detokenizer_emits_only_complete_utf8_and_reassembles_the_text() {
 fn detokenizer_skips_special_tokens_when_asked_and_flushes_a_dangling_byte() {
     let tok = tokenizer();
     let s = tok.special();
-    let mut ids = vec![s.bos];
+    let mut ids = vec![s.bos.unwrap()];
     ids.extend(tok.encode("ok🦀").unwrap());
-    ids.push(s.eos);
+    ids.push(s.eos.unwrap());
     let mut d = Detokenizer::new(true);
     let out: String = ids.iter().map(|&id| d.push(tok, id).unwrap()).collect();
     assert_eq!(out + &d.finish(tok).unwrap(), "ok🦀");
@@ -139,4 +141,29 @@ fn engram_token_map_folds_case_and_leading_space_variants_together() {
     assert_eq!(class(" The"), class("the"));
     assert_eq!(class("THE"), class("the"));
     assert_ne!(class("the"), class("them"));
+}
+
+#[test]
+fn a_tokenizer_without_a_v41_only_token_loads_encodes_plain_text_alike_and_refuses_only_what_needs_it() {
+    let full = tokenizer();
+    let path = find_tokenizer_json(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).expect("the tokenizer was fetched");
+    let json = std::fs::read_to_string(path).expect("tokenizer.json");
+    let plain = "Plain prompts keep their ids: 毕老师 🦀, <b>bold</b>, and 12345678.";
+    let chat = |msgs: &[Message], thinking: bool| encode_chat(msgs, &ChatOptions { thinking, ..ChatOptions::default() }).expect("rendered");
+    let hello = [Message::text(Role::User, "Hello!")];
+    let image = [Message { content: vec![ContentBlock::Text("Describe".into()), ContentBlock::Image("a.png".into())], ..Message::text(Role::User, "") }];
+    // the image token removed; the V4 tokenizer's name for the id V4.1 calls <｜System｜>
+    let cases: [(&str, Option<&str>, &[Message], bool); 2] = [(IMAGE, None, &image, false), (SYSTEM, Some("<｜place▁holder▁no▁799｜>"), &hello, true)];
+    for (name, rename, needs, thinking) in cases {
+        let tok = Tokenizer::from_bytes(variant_support::tokenizer_without(&json, name, rename).as_bytes()).unwrap_or_else(|e| panic!("without {name}: {e}"));
+        assert!(tok.token_to_id(name).is_none() && tok.require(name).is_err(), "{name} is gone");
+        assert_eq!(tok.encode(plain).unwrap(), full.encode(plain).unwrap(), "without {name}: a plain prompt");
+        let text = chat(&hello, false);
+        assert_eq!(tok.encode_rendered(&text).unwrap(), full.encode_rendered(&text).unwrap(), "without {name}: a chat that needs no {name}");
+        let text = chat(needs, thinking);
+        assert!(full.encode_rendered(&text).is_ok());
+        let e = tok.encode_rendered(&text).expect_err("the chat needs the missing token");
+        assert!(matches!(e, TokenizerError::MissingToken(n) if n == name) && e.to_string().contains(name), "{e}");
+    }
+    assert_eq!(full.special().image, full.require(IMAGE).ok());
 }

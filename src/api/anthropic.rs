@@ -58,7 +58,7 @@ fn prompt(state: &AppState, f: &Fields<'_>) -> Result<(Vec<u32>, bool, bool, Str
     let opts = ChatOptions { thinking: on, reasoning_effort: ReasoningEffort::default(), tools: if render { tools } else { Vec::new() }, ..ChatOptions::default() };
     let mut text = encode_chat(&msgs, &opts).map_err(|e| f.err("messages", e.to_string()))?;
     text.push_str(&forced);
-    let ids = state.tok.encode(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    let ids = state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
     Ok((ids, on, render, forced))
 }
 

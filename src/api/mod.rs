@@ -231,7 +231,7 @@ async fn tokenize(State(state): State<Arc<AppState>>, req: Request) -> Result<Re
         (None, Some(m)) => {
             let msgs = chat::openai_messages(m)?;
             let text = crate::text::encode_chat(&msgs, &crate::text::ChatOptions { thinking: false, ..Default::default() }).map_err(|e| f.err("messages", e.to_string()))?;
-            state.tok.encode(&text).map_err(|e| f.err("messages", e.to_string()))?
+            state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?
         }
         _ => return Err(f.err("prompt", "give `prompt` (a string) or `messages`")),
     };

@@ -217,7 +217,7 @@ pub async fn chat(state: Arc<AppState>, rid: String, body: Value) -> Result<Resp
     let opts = ChatOptions { thinking: thinking.on, reasoning_effort: thinking.effort, tools: if render_tools { tools.clone() } else { Vec::new() }, ..ChatOptions::default() };
     let mut text = encode_chat(&messages, &opts).map_err(|e| f.err("messages", e.to_string()))?;
     text.push_str(&forced);
-    let prompt = state.tok.encode(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    let prompt = state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
     let max = prompt_fits(&state, &f, prompt.len(), s.max_tokens, "messages")?;
     let reply = Chat::new(format!("chatcmpl-{rid}"), model, &state, &s, ChatText::new(thinking.on, render_tools, &forced), logprobs.is_some());
     let stream_it = s.stream;

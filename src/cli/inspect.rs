@@ -1,5 +1,5 @@
 //! `lockstep inspect`: what a checkpoint (or a config alone) is before anyone loads it: its shape, its layers' roles, its tensors by dtype, what stays resident on the GPU and on the host, the state a lane carries, and what the load would change to make its values canonical.
-use crate::model::{expected_tensors, Checkpoint, Config, LayerMode, LayerPlan, LoadMode, TensorSpec, ValueCheck};
+use crate::model::{expected_tensors, tensors_to_hold, vision_missing, Checkpoint, Config, LayerMode, LayerPlan, LoadMode, TensorSpec, ValueCheck};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -125,9 +125,14 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
     let host: u64 = specs.iter().filter(|s| on_host(&s.name)).map(TensorSpec::byte_len).sum();
     let (fixed, per_token) = state_per_lane(&cfg);
     let dtypes: Value = by_dtype(specs.iter()).into_iter().map(|(d, (n, b))| (d, json!({ "tensors": n, "bytes": b }))).collect::<serde_json::Map<_, _>>().into();
+    let vision = match (&cfg.vision, &ckpt) {
+        (None, _) => json!("none"),
+        (Some(_), None) => json!("a vision tower in the config (not run yet)"),
+        (Some(_), Some(ck)) => json!(vision_missing(&cfg, ck).map_or_else(|| "a vision tower in the checkpoint (not run yet)".to_string(), |why| format!("none: {why}"))),
+    };
     let checkpoint = ckpt.map(|mut ck| {
         let stored: u64 = ck.names().filter_map(|n| ck.get(n)).map(|v| v.bytes.len() as u64).sum();
-        let layout = match ck.check_layout(&specs) {
+        let layout = match ck.check_layout(&tensors_to_hold(&cfg, &ck)) {
             Ok(()) => "matches the config's table".to_string(),
             Err(e) => e.to_string(),
         };
@@ -154,7 +159,7 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
             "layout": "f32 rows as the executors keep them today",
         },
         "drafts": if cfg.num_nextn_predict_layers > 0 { json!(format!("{} DSpark stages in the checkpoint (not run yet)", cfg.num_nextn_predict_layers)) } else { json!("none") },
-        "vision": if cfg.vision.is_some() { json!("a vision tower in the checkpoint (not run yet)") } else { json!("none") },
+        "vision": vision,
         "checkpoint": checkpoint,
     }))
 }

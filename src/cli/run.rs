@@ -187,7 +187,7 @@ pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool, verify: VerifyWei
     let tok = Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?;
     let ids = if chat {
         let text = encode_chat(&[Message::text(Role::User, prompt.to_string())], &ChatOptions { thinking: false, ..ChatOptions::default() })?;
-        tok.encode(&text)?
+        tok.encode_rendered(&text)?
     } else {
         let mut ids = vec![cfg.bos_token_id as u32];
         ids.extend(tok.encode(prompt)?);

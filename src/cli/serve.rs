@@ -8,7 +8,7 @@ use crate::gpu::Gpu;
 use crate::model::forward::Model;
 use crate::model::taps::Taps;
 use crate::model::forward::LogitRows;
-use crate::model::{load, Checkpoint, Config, LoadMode};
+use crate::model::{load, vision_missing, Checkpoint, Config, LoadMode};
 use crate::serve::{Command, Host, HostConfig, Status};
 use crate::serve::snapshot::SnapshotDir;
 use crate::text::Tokenizer;
@@ -76,6 +76,18 @@ pub struct ServeArgs {
     /// The model id requests name (default: the model directory's name).
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// Take image input: refused at start, with what the checkpoint lacks or because this build runs no vision tower yet.
+    #[arg(long)]
+    pub vision: bool,
+}
+
+/// Why `--vision` is refused for the checkpoint in `dir`: what it lacks for images, else that this build has no image input.
+fn vision_refusal(dir: &Path, cfg: &Config) -> Result<String> {
+    let ck = Checkpoint::open(dir, LoadMode::Mapped).map_err(|e| anyhow::anyhow!("opening {}: {e}", dir.display()))?;
+    Ok(match vision_missing(cfg, &ck) {
+        Some(why) => format!("--vision: {why}, so it cannot take images; serve it without --vision for text"),
+        None => "--vision: image input is not available in this build of lockstep (it runs no vision tower yet); serve without --vision for text".to_string(),
+    })
 }
 
 /// sha256 over the checkpoint's config, index and every safetensors header, in file-name order.
@@ -155,6 +167,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         bail!("--parallel and --round-tokens must be at least 1");
     }
     let cfg = Config::from_dir(&args.model).with_context(|| format!("reading the config of {}", args.model.display()))?;
+    if args.vision {
+        bail!("{}", vision_refusal(&args.model, &cfg)?);
+    }
     let context = args.context.unwrap_or(cfg.max_position_embeddings);
     if context < 2 || context > cfg.max_position_embeddings.max(1 << 20) {
         bail!("--context {context} must be in 2..={}", cfg.max_position_embeddings.max(1 << 20));
@@ -170,7 +185,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let tok_path = tokenizer_path(&args.model).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
     let tok = Arc::new(Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?);
     let mut stop_ids = vec![cfg.eos_token_id as u32];
-    stop_ids.extend([tok.special().user, tok.special().assistant].iter().filter(|&&t| t != cfg.eos_token_id as u32));
+    stop_ids.extend([tok.special().user, tok.special().assistant].into_iter().flatten().filter(|&t| t != cfg.eos_token_id as u32));
     let id = args.served_model_name.clone().unwrap_or_else(|| args.model.file_name().and_then(|n| n.to_str()).unwrap_or("lockstep").to_string());
     let info = ModelInfo { id, context, max_tokens: args.max_tokens.max(1), bos: cfg.bos_token_id as u32, stop_ids, vocab: cfg.vocab_size };
     let fp = fingerprint(&args.model)?;

@@ -13,7 +13,7 @@ pub mod tiny;
 
 pub use checkpoint::quantize;
 pub use checkpoint::tensor_table::{expected_tensors, Quant, TensorSpec};
-pub use checkpoint::{load, LoadError};
+pub use checkpoint::{absent_groups, load, tensors_to_hold, vision_missing, LoadError, Optional};
 
 pub use config::{Config, ConfigError, ScoringFunc, VisionConfig, Yarn};
 pub use plan::{LayerMode, LayerPlan, RopeTable};

@@ -1,4 +1,4 @@
-//! The DeepSeek-V4.1 byte-level BPE tokenizer: a thin wrapper over the `tokenizers` crate with the special-token ids looked up by name.
+//! The DeepSeek-V4.1 byte-level BPE tokenizer: a thin wrapper over the `tokenizers` crate with the special-token ids looked up by name, each needed only by what uses it.
 use std::path::{Path, PathBuf};
 
 /// What failed while loading or running the tokenizer.
@@ -7,8 +7,8 @@ pub enum TokenizerError {
     /// The tokenizer.json could not be read or parsed.
     #[error("cannot load tokenizer from {path}: {message}")]
     Load { path: PathBuf, message: String },
-    /// A special token the V4.1 chat format needs is not in the vocabulary.
-    #[error("tokenizer has no token {0:?} (is this the V4.1 tokenizer.json?)")]
+    /// A special token the V4.1 chat format needs here is not in the vocabulary.
+    #[error("this needs the token {0:?}, which the tokenizer lacks (the V4.1 tokenizer.json has it)")]
     MissingToken(&'static str),
     /// Encoding a string failed inside the tokenizers crate.
     #[error("encode failed: {0}")]
@@ -48,64 +48,65 @@ pub mod names {
     /// Task tokens of the quick-instruction tasks, in encoding.py's order.
     pub const TASKS: [&str; 6] =
         ["<｜action｜>", "<｜query｜>", "<｜authority｜>", "<｜domain｜>", "<｜title｜>", "<｜read_url｜>"];
+    /// Every special token above.
+    pub const ALL: [&str; 17] = [
+        BOS, EOS, PAD, SYSTEM, USER, ASSISTANT, THINK_START, THINK_END, IMAGE, DSML, LATEST_REMINDER,
+        TASKS[0], TASKS[1], TASKS[2], TASKS[3], TASKS[4], TASKS[5],
+    ];
 }
 
-/// Ids of the special tokens, looked up by string in the loaded vocabulary.
+/// Ids of the special tokens, looked up by string in the loaded vocabulary; `None` where it lacks one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpecialTokens {
     /// `<｜begin▁of▁sentence｜>`.
-    pub bos: u32,
+    pub bos: Option<u32>,
     /// `<｜end▁of▁sentence｜>`.
-    pub eos: u32,
+    pub eos: Option<u32>,
     /// `<｜▁pad▁｜>`.
-    pub pad: u32,
+    pub pad: Option<u32>,
     /// `<｜System｜>` (also the DSpark noise token).
-    pub system: u32,
+    pub system: Option<u32>,
     /// `<｜User｜>`.
-    pub user: u32,
+    pub user: Option<u32>,
     /// `<｜Assistant｜>`.
-    pub assistant: u32,
+    pub assistant: Option<u32>,
     /// `<think>`.
-    pub think_start: u32,
+    pub think_start: Option<u32>,
     /// `</think>`.
-    pub think_end: u32,
+    pub think_end: Option<u32>,
     /// `<｜deepseek_image｜>`.
-    pub image: u32,
+    pub image: Option<u32>,
     /// `｜DSML｜`.
-    pub dsml: u32,
+    pub dsml: Option<u32>,
     /// `<｜latest_reminder｜>`.
-    pub latest_reminder: u32,
+    pub latest_reminder: Option<u32>,
     /// Task tokens in the order of [`names::TASKS`].
-    pub tasks: [u32; 6],
+    pub tasks: [Option<u32>; 6],
 }
 
 impl SpecialTokens {
-    /// Looks every special token up in `tok`, failing on the first one missing.
-    fn lookup(tok: &tokenizers::Tokenizer) -> Result<Self, TokenizerError> {
-        let id = |name: &'static str| tok.token_to_id(name).ok_or(TokenizerError::MissingToken(name));
-        let mut tasks = [0u32; 6];
-        for (slot, name) in tasks.iter_mut().zip(names::TASKS) {
-            *slot = id(name)?;
+    /// Looks every special token up in `tok`; a missing one is refused only where it is needed.
+    fn lookup(tok: &tokenizers::Tokenizer) -> Self {
+        let id = |name: &str| tok.token_to_id(name);
+        Self {
+            bos: id(names::BOS),
+            eos: id(names::EOS),
+            pad: id(names::PAD),
+            system: id(names::SYSTEM),
+            user: id(names::USER),
+            assistant: id(names::ASSISTANT),
+            think_start: id(names::THINK_START),
+            think_end: id(names::THINK_END),
+            image: id(names::IMAGE),
+            dsml: id(names::DSML),
+            latest_reminder: id(names::LATEST_REMINDER),
+            tasks: names::TASKS.map(id),
         }
-        Ok(Self {
-            bos: id(names::BOS)?,
-            eos: id(names::EOS)?,
-            pad: id(names::PAD)?,
-            system: id(names::SYSTEM)?,
-            user: id(names::USER)?,
-            assistant: id(names::ASSISTANT)?,
-            think_start: id(names::THINK_START)?,
-            think_end: id(names::THINK_END)?,
-            image: id(names::IMAGE)?,
-            dsml: id(names::DSML)?,
-            latest_reminder: id(names::LATEST_REMINDER)?,
-            tasks,
-        })
     }
 
     /// Whether `id` ends a generated turn: EOS, or defensively a new user or assistant header.
     pub fn is_stop(&self, id: u32) -> bool {
-        id == self.eos || id == self.user || id == self.assistant
+        [self.eos, self.user, self.assistant].contains(&Some(id))
     }
 }
 
@@ -117,7 +118,7 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    /// Loads a tokenizer.json and looks up the V4.1 special tokens.
+    /// Loads a tokenizer.json and looks up the V4.1 special tokens (a missing one fails only what needs it).
     pub fn from_file(path: &Path) -> Result<Self, TokenizerError> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), message: e.to_string() })?;
@@ -132,7 +133,7 @@ impl Tokenizer {
     }
 
     fn from_inner(inner: tokenizers::Tokenizer) -> Result<Self, TokenizerError> {
-        let special = SpecialTokens::lookup(&inner)?;
+        let special = SpecialTokens::lookup(&inner);
         let vocab = inner.get_vocab_size(true);
         Ok(Self { inner, special, vocab })
     }
@@ -140,6 +141,19 @@ impl Tokenizer {
     /// Special-token ids of this vocabulary.
     pub fn special(&self) -> &SpecialTokens {
         &self.special
+    }
+
+    /// The id of the special token `name` (one of [`names`]), or an error naming it when this vocabulary lacks it.
+    pub fn require(&self, name: &'static str) -> Result<u32, TokenizerError> {
+        self.inner.token_to_id(name).ok_or(TokenizerError::MissingToken(name))
+    }
+
+    /// Encodes a rendered chat prompt, refused when it writes a special token this vocabulary lacks (its ids would not be the V4.1 ones).
+    pub fn encode_rendered(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        if let Some(&name) = names::ALL.iter().find(|&&n| text.contains(n) && self.inner.token_to_id(n).is_none()) {
+            return Err(TokenizerError::MissingToken(name));
+        }
+        self.encode(text)
     }
 
     /// Number of ids, added tokens included (129,280 for V4.1).

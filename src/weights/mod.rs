@@ -221,7 +221,7 @@ impl Checkpoint {
         let mut ck = Checkpoint { mode, shards: Vec::new(), entries: BTreeMap::new(), canonical: Default::default(), read: Default::default(), sampled: Default::default() };
         for (i, path) in paths.into_iter().enumerate() {
             let bytes = open_bytes(&path, sizes[i], mode, &progress)?;
-            let header = parse_header(bytes.as_slice(), sizes[i], &path)?;
+            let header = parse_header(bytes.as_slice(), &path)?;
             for e in header.entries {
                 let name = canonical_name(&e.name);
                 if let Some(prev) = ck.entries.get(&name) {

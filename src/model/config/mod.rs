@@ -1,8 +1,10 @@
 //! Model configuration read from either config.json layout: nested HF (`text_config` folded over the top level) or flat `inference/config.json`.
 pub mod engram_layout;
+mod keys;
 pub mod preset;
 mod validate;
 
+use keys::{spelled, to_bool, to_f64, to_list, to_object, to_str, to_usize, Keys, Spelling};
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -11,7 +13,7 @@ pub const RELEASE_CONFIG_JSON: &str = include_str!("configs/release.json");
 /// The tiny config of spec 1.6 that exercises every feature; make-tiny's default.
 pub const TINY_CONFIG_JSON: &str = include_str!("configs/tiny.json");
 
-/// Why a config could not be read or is not a valid DeepSeek-V4.1 config.
+/// Why a config could not be read or is not a valid DeepSeek-V4.1 config; keys are named as the file spells them.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
@@ -20,20 +22,20 @@ pub enum ConfigError {
     /// The text is not JSON, or not a JSON object.
     #[error("config: not a JSON object: {0}")]
     Json(String),
-    /// A required key is absent.
-    #[error("config: missing key `{key}`")]
-    Missing { key: String },
+    /// A required key is absent (`section` is the nested object it belongs in, `None` at the top level).
+    #[error("config: missing key `{}`", spelled(.section, .key))]
+    Missing { section: Option<String>, key: String },
     /// A key holds a value of the wrong type.
-    #[error("config: key `{key}` must be {expected}")]
-    Type { key: String, expected: &'static str },
+    #[error("config: key `{}` must be {expected}", spelled(.section, .key))]
+    Type { section: Option<String>, key: String, expected: &'static str },
     /// A key holds a value the model cannot use.
-    #[error("config: `{key}` {problem}")]
-    Invalid { key: String, problem: String },
+    #[error("config: `{}` {problem}", spelled(.section, .key))]
+    Invalid { section: Option<String>, key: String, problem: String },
 }
 
-/// Shorthand for a validation error on `key`.
+/// Shorthand for a validation error on `key`, named as validation knows it (respelled as the file has it by [`Config::from_json`]).
 pub(crate) fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { key: key.into(), problem: problem.into() }
+    ConfigError::Invalid { section: None, key: key.into(), problem: problem.into() }
 }
 
 /// Router scoring function (`scoring_func` / `score_func`).
@@ -83,6 +85,24 @@ pub struct VisionConfig {
     pub min_pixels: usize,
     /// Optional aspect-ratio cap (`vision_max_wh_ratio`).
     pub max_wh_ratio: Option<f64>,
+}
+
+impl Default for VisionConfig {
+    /// The release's tower: the defaults of HF's `DeepseekV41VisionConfig`, which the official `ModelArgs` shares but for `vision_n_layers` 0.
+    fn default() -> VisionConfig {
+        VisionConfig {
+            num_hidden_layers: 32,
+            hidden_size: 1024,
+            num_attention_heads: 16,
+            intermediate_size: 2816,
+            patch_size: 14,
+            rope_theta: 10000.0,
+            downsample_ratio: 3,
+            max_image_tokens: 1024,
+            min_pixels: 544 * 544,
+            max_wh_ratio: None,
+        }
+    }
 }
 
 /// The text model's configuration; field names follow the HF keys of spec 1.2.
@@ -206,86 +226,14 @@ pub struct Config {
     pub vision: Option<VisionConfig>,
 }
 
-/// One looked-up value and the key it was found under.
-type Found<'a> = Option<(&'a str, &'a Value)>;
-
-/// Key lookup with the text section folded over the top level.
-struct Keys<'a> {
-    text: Option<&'a Map<String, Value>>,
-    top: &'a Map<String, Value>,
-}
-
-impl<'a> Keys<'a> {
-    /// The first of `names` present (non-null), text section first.
-    fn find(&self, names: &[&'a str]) -> Found<'a> {
-        let scopes = self.text.into_iter().chain(std::iter::once(self.top));
-        for scope in scopes {
-            for &n in names {
-                if let Some(v) = scope.get(n).filter(|v| !v.is_null()) {
-                    return Some((n, v));
-                }
-            }
-        }
-        None
-    }
-}
-
-/// Converts a found value to usize.
-fn to_usize(f: Found) -> Result<Option<usize>, ConfigError> {
-    match f {
-        None => Ok(None),
-        Some((k, v)) => v
-            .as_u64()
-            .and_then(|x| usize::try_from(x).ok())
-            .map(Some)
-            .ok_or(ConfigError::Type { key: k.into(), expected: "a non-negative integer" }),
-    }
-}
-
-/// Converts a found value to f64.
-fn to_f64(f: Found) -> Result<Option<f64>, ConfigError> {
-    match f {
-        None => Ok(None),
-        Some((k, v)) => v.as_f64().map(Some).ok_or(ConfigError::Type { key: k.into(), expected: "a number" }),
-    }
-}
-
-/// Converts a found value to a list of usize.
-fn to_list(f: Found) -> Result<Option<Vec<usize>>, ConfigError> {
-    let Some((k, v)) = f else { return Ok(None) };
-    let err = || ConfigError::Type { key: k.into(), expected: "a list of non-negative integers" };
-    let arr = v.as_array().ok_or_else(err)?;
-    arr.iter().map(|e| e.as_u64().and_then(|x| usize::try_from(x).ok()).ok_or_else(err)).collect::<Result<_, _>>().map(Some)
-}
-
-/// Converts a found value to a string.
-fn to_str(f: Found<'_>) -> Result<Option<&str>, ConfigError> {
-    match f {
-        None => Ok(None),
-        Some((k, v)) => v.as_str().map(Some).ok_or(ConfigError::Type { key: k.into(), expected: "a string" }),
-    }
-}
-
-/// Converts a found value to bool.
-fn to_bool(f: Found) -> Result<Option<bool>, ConfigError> {
-    match f {
-        None => Ok(None),
-        Some((k, v)) => v.as_bool().map(Some).ok_or(ConfigError::Type { key: k.into(), expected: "true or false" }),
-    }
-}
-
-/// A required value, or a `Missing` error naming the first alias.
-fn req<T>(v: Option<T>, names: &[&str]) -> Result<T, ConfigError> {
-    v.ok_or_else(|| ConfigError::Missing { key: names.join("` or `") })
-}
-
 impl Config {
     /// Parses and validates a config from JSON text in either layout.
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
         let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
         let top = value.as_object().ok_or_else(|| ConfigError::Json("top level is not an object".into()))?;
-        let cfg = Config::parse(top)?;
-        cfg.validate()?;
+        let spelling = Spelling::default();
+        let cfg = Config::parse(top, &spelling).map_err(|e| spelling.respell(e))?;
+        cfg.validate().map_err(|e| spelling.respell(e))?;
         Ok(cfg)
     }
 
@@ -317,16 +265,14 @@ impl Config {
     }
 
     /// Builds the struct from a top-level JSON object without validating it.
-    fn parse(top: &Map<String, Value>) -> Result<Config, ConfigError> {
-        let text = match top.get("text_config") {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(_) => return Err(ConfigError::Type { key: "text_config".into(), expected: "an object" }),
-        };
-        let k = Keys { text, top };
-        check_model_type(&k)?;
+    fn parse(top: &Map<String, Value>, spelling: &Spelling) -> Result<Config, ConfigError> {
+        let text = object(top, "text_config")?;
+        let mut scopes: Vec<(Option<String>, &Map<String, Value>)> = text.map(|t| (Some("text_config".to_string()), t)).into_iter().collect();
+        scopes.push((None, top));
+        let k = Keys::new(scopes, "", spelling);
+        check_model_type(top, text)?;
         check_quantization(top)?;
-        let need = |names: &[&str]| -> Result<usize, ConfigError> { req(to_usize(k.find(names))?, names) };
+        let need = |names: &[&str]| -> Result<usize, ConfigError> { to_usize(k.find(names))?.ok_or_else(|| k.missing(names)) };
         let or_u = |names: &[&str], d: usize| -> Result<usize, ConfigError> { Ok(to_usize(k.find(names))?.unwrap_or(d)) };
         let or_f = |names: &[&str], d: f64| -> Result<f64, ConfigError> { Ok(to_f64(k.find(names))?.unwrap_or(d)) };
         let list = |names: &[&str]| -> Result<Vec<usize>, ConfigError> { Ok(to_list(k.find(names))?.unwrap_or_default()) };
@@ -343,10 +289,10 @@ impl Config {
         }
         let candidate_source_layer_id = match k.find(&["candidate_source_layer_id", "candidate_source_layer"]) {
             None => None,
-            Some((key, v)) => match v.as_i64() {
+            Some((at, v)) => match v.as_i64() {
                 Some(-1) => None,
                 Some(x) if x >= 0 => Some(x as usize),
-                _ => return Err(ConfigError::Type { key: key.into(), expected: "a layer id or -1" }),
+                _ => return Err(ConfigError::Type { section: at.section, key: at.name, expected: "a layer id or -1" }),
             },
         };
         Ok(Config {
@@ -364,9 +310,9 @@ impl Config {
             max_position_embeddings: or_u(&["max_position_embeddings"], 1 << 20)?,
             rope_theta: or_f(&["rope_theta"], 10000.0)?,
             compress_rope_theta: or_f(&["compress_rope_theta"], 40000.0)?,
-            rope_scaling: parse_yarn(&k)?,
+            rope_scaling: parse_yarn(&k, spelling)?,
             sliding_window: need(&["sliding_window", "window_size"])?,
-            compress_ratios: req(to_list(k.find(&["compress_ratios"]))?, &["compress_ratios"])?,
+            compress_ratios: to_list(k.find(&["compress_ratios"]))?.ok_or_else(|| k.missing(&["compress_ratios"]))?,
             kv_source_layer_ids: list(&["kv_source_layer_ids", "kv_source_layers"])?,
             index_source_layer_ids: list(&["index_source_layer_ids", "index_source_layers"])?,
             candidate_source_layer_id,
@@ -407,7 +353,7 @@ impl Config {
             eos_token_id: or_u(&["eos_token_id"], 1)?,
             pad_token_id: or_u(&["pad_token_id"], 2)?,
             image_token_id: or_u(&["image_token_id"], 129264)?,
-            vision: parse_vision(top)?,
+            vision: parse_vision(top, spelling)?,
         })
     }
 
@@ -436,13 +382,23 @@ impl Config {
     }
 }
 
+/// The object under `key` of the top level; `None` when absent or null.
+fn object<'a>(top: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Map<String, Value>>, ConfigError> {
+    match top.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(ConfigError::Type { section: None, key: key.into(), expected: "an object" }),
+    }
+}
+
 /// Rejects configs of other models (V4, V3) by `model_type` when present.
-fn check_model_type(k: &Keys) -> Result<(), ConfigError> {
-    let text = k.text.and_then(|t| t.get("model_type")).and_then(Value::as_str);
-    let top = k.top.get("model_type").and_then(Value::as_str);
-    for t in [top, text].into_iter().flatten() {
+fn check_model_type(top: &Map<String, Value>, text: Option<&Map<String, Value>>) -> Result<(), ConfigError> {
+    let found = [(None, Some(top)), (Some("text_config"), text)];
+    for (section, scope) in found {
+        let Some(t) = scope.and_then(|m| m.get("model_type")).and_then(Value::as_str) else { continue };
         if t != "deepseek_v41" && t != "deepseek_v41_text" {
-            return Err(invalid("model_type", format!("is `{t}`; this engine serves deepseek_v41 only")));
+            let problem = format!("is `{t}`; this engine serves deepseek_v41 only");
+            return Err(ConfigError::Invalid { section: section.map(str::to_string), key: "model_type".into(), problem });
         }
     }
     Ok(())
@@ -472,15 +428,15 @@ fn check_quantization(top: &Map<String, Value>) -> Result<(), ConfigError> {
             want("dtype", top.get("dtype").filter(|v| v.as_str() != Some("bfloat16")), "fp8")?;
             want("expert_dtype", top.get("expert_dtype"), "fp4")
         }
-        Some(_) => Err(ConfigError::Type { key: "quantization_config".into(), expected: "an object" }),
+        Some(_) => Err(ConfigError::Type { section: None, key: "quantization_config".into(), expected: "an object" }),
     }
 }
 
 /// Reads YaRN from `rope_scaling` (HF) or the flat `rope_factor`/`original_seq_len`/`beta_*` keys.
-fn parse_yarn(k: &Keys) -> Result<Option<Yarn>, ConfigError> {
-    if let Some((key, v)) = k.find(&["rope_scaling"]) {
-        let m = v.as_object().ok_or(ConfigError::Type { key: key.into(), expected: "an object" })?;
-        let sub = Keys { text: None, top: m };
+fn parse_yarn(k: &Keys, spelling: &Spelling) -> Result<Option<Yarn>, ConfigError> {
+    let found = k.find(&["rope_scaling"]);
+    if let (Some(m), Some((at, _))) = (to_object(&found)?, &found) {
+        let sub = Keys::new(vec![(Some(spelled(&at.section, &at.name)), m)], "rope_scaling.", spelling);
         if let Some(t) = to_str(sub.find(&["rope_type", "type"]))? {
             if t != "yarn" {
                 return Err(invalid("rope_scaling.rope_type", format!("is `{t}`; only yarn is supported")));
@@ -491,7 +447,7 @@ fn parse_yarn(k: &Keys) -> Result<Option<Yarn>, ConfigError> {
             return Ok(None);
         }
         return Ok(Some(Yarn {
-            factor: req(to_f64(sub.find(&["factor"]))?, &["rope_scaling.factor"])?,
+            factor: to_f64(sub.find(&["factor"]))?.ok_or_else(|| sub.missing(&["factor"]))?,
             original_seq_len: orig,
             beta_fast: to_f64(sub.find(&["beta_fast"]))?.unwrap_or(32.0),
             beta_slow: to_f64(sub.find(&["beta_slow"]))?.unwrap_or(1.0),
@@ -502,41 +458,41 @@ fn parse_yarn(k: &Keys) -> Result<Option<Yarn>, ConfigError> {
         return Ok(None);
     }
     Ok(Some(Yarn {
-        factor: req(to_f64(k.find(&["rope_factor"]))?, &["rope_factor"])?,
+        factor: to_f64(k.find_as("rope_scaling.factor", &["rope_factor"]))?.ok_or_else(|| k.missing(&["rope_factor"]))?,
         original_seq_len: orig,
-        beta_fast: to_f64(k.find(&["beta_fast"]))?.unwrap_or(32.0),
-        beta_slow: to_f64(k.find(&["beta_slow"]))?.unwrap_or(1.0),
+        beta_fast: to_f64(k.find_as("rope_scaling.beta_fast", &["beta_fast"]))?.unwrap_or(32.0),
+        beta_slow: to_f64(k.find_as("rope_scaling.beta_slow", &["beta_slow"]))?.unwrap_or(1.0),
     }))
 }
 
-/// Reads the vision tower from `vision_config` or the flat `vision_*` keys; `None` when absent or 0 layers.
-fn parse_vision(top: &Map<String, Value>) -> Result<Option<VisionConfig>, ConfigError> {
-    let nested = match top.get("vision_config") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(m)) => Some(m),
-        Some(_) => return Err(ConfigError::Type { key: "vision_config".into(), expected: "an object" }),
+/// Reads the vision tower from `vision_config` or the flat `vision_*` keys, absent keys taking [`VisionConfig::default`]; `None` with 0 layers.
+fn parse_vision(top: &Map<String, Value>, spelling: &Spelling) -> Result<Option<VisionConfig>, ConfigError> {
+    let nested = object(top, "vision_config")?;
+    let inner = Keys::new(nested.map(|m| (Some("vision_config".to_string()), m)).into_iter().collect(), "vision_config.", spelling);
+    let flat = Keys::new(vec![(None, top)], "vision_config.", spelling);
+    let find = |name: &str, flat_name: &str| {
+        let canonical = format!("vision_config.{name}");
+        inner.find_as(&canonical, &[name]).or_else(|| flat.find_as(&canonical, &[flat_name]))
     };
-    let find = |name: &'static str, flat: &'static str| -> Found {
-        nested
-            .and_then(|m| m.get(name).filter(|v| !v.is_null()).map(|v| (name, v)))
-            .or_else(|| top.get(flat).filter(|v| !v.is_null()).map(|v| (flat, v)))
-    };
-    let layers = to_usize(find("num_hidden_layers", "vision_n_layers"))?.unwrap_or(0);
+    let d = VisionConfig::default();
+    // HF's nested config defaults to the release's 32 blocks; the flat ModelArgs to 0, which disables vision
+    let layers_default = if nested.is_some() { d.num_hidden_layers } else { 0 };
+    let layers = to_usize(find("num_hidden_layers", "vision_n_layers"))?.unwrap_or(layers_default);
     if layers == 0 {
         return Ok(None);
     }
-    let need = |name, flat| -> Result<usize, ConfigError> { req(to_usize(find(name, flat))?, &[flat]) };
+    let or_u = |name, flat_name, default| -> Result<usize, ConfigError> { Ok(to_usize(find(name, flat_name))?.unwrap_or(default)) };
     Ok(Some(VisionConfig {
         num_hidden_layers: layers,
-        hidden_size: need("hidden_size", "vision_dim")?,
-        num_attention_heads: need("num_attention_heads", "vision_n_heads")?,
-        intermediate_size: need("intermediate_size", "vision_inter_dim")?,
-        patch_size: need("patch_size", "vision_patch_size")?,
-        rope_theta: to_f64(find("rope_theta", "vision_rope_theta"))?.unwrap_or(10000.0),
-        downsample_ratio: need("downsample_ratio", "vision_downsample_ratio")?,
-        max_image_tokens: need("max_image_tokens", "vision_max_n_token")?,
-        min_pixels: need("min_pixels", "vision_min_pixels")?,
-        max_wh_ratio: to_f64(find("max_wh_ratio", "vision_max_wh_ratio"))?,
+        hidden_size: or_u("hidden_size", "vision_dim", d.hidden_size)?,
+        num_attention_heads: or_u("num_attention_heads", "vision_n_heads", d.num_attention_heads)?,
+        intermediate_size: or_u("intermediate_size", "vision_inter_dim", d.intermediate_size)?,
+        patch_size: or_u("patch_size", "vision_patch_size", d.patch_size)?,
+        rope_theta: to_f64(find("rope_theta", "vision_rope_theta"))?.unwrap_or(d.rope_theta),
+        downsample_ratio: or_u("downsample_ratio", "vision_downsample_ratio", d.downsample_ratio)?,
+        max_image_tokens: or_u("max_image_tokens", "vision_max_n_token", d.max_image_tokens)?,
+        min_pixels: or_u("min_pixels", "vision_min_pixels", d.min_pixels)?,
+        max_wh_ratio: to_f64(find("max_wh_ratio", "vision_max_wh_ratio"))?.or(d.max_wh_ratio),
     }))
 }
 

@@ -58,7 +58,7 @@ pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<Strin
             return Err(invalid("--layers", format!("is {n}; must be between 1 and {MAX_PRESET_LAYERS}")));
         }
         let r = flash_scaled_roles(n);
-        let t = v.get_mut("text_config").and_then(Value::as_object_mut).ok_or_else(|| ConfigError::Missing { key: "text_config".into() })?;
+        let t = v.get_mut("text_config").and_then(Value::as_object_mut).ok_or_else(|| ConfigError::Missing { section: None, key: "text_config".into() })?;
         t.insert("num_hidden_layers".into(), json!(n));
         t.insert("compress_ratios".into(), json!(r.ratios));
         t.insert("kv_source_layer_ids".into(), json!(r.kv));

@@ -82,3 +82,58 @@ fn a_directory_with_only_the_flat_inference_config_is_read() {
     assert!(matches!(e, ConfigError::Json(_)), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The release's nested config with its `vision_config` object replaced by `vision`.
+fn release_with_vision(vision: &str) -> String {
+    let at = RELEASE_CONFIG_JSON.find("\"vision_config\"").expect("vision_config");
+    let end = at + RELEASE_CONFIG_JSON[at..].find('}').expect("end of vision_config") + 1;
+    format!("{}\"vision_config\": {vision}{}", &RELEASE_CONFIG_JSON[..at], &RELEASE_CONFIG_JSON[end..])
+}
+
+#[test]
+fn a_sparse_vision_config_takes_the_defaults_of_the_official_configs() {
+    let sparse = release_with_vision(r#"{"model_type": "deepseek_v41_vision", "num_hidden_layers": 32}"#);
+    assert_eq!(Config::from_json(&sparse).expect("sparse nested vision"), Config::release());
+    let bare = Config::from_json(&release_with_vision("{}")).expect("empty vision_config");
+    assert_eq!(bare.vision, Config::release().vision, "an empty vision_config is HF's default tower");
+    let off = Config::from_json(&release_with_vision(r#"{"num_hidden_layers": 0}"#)).expect("no tower");
+    assert_eq!(off.vision, None);
+    let custom = Config::from_json(&release_with_vision(r#"{"num_hidden_layers": 2, "min_pixels": 12544}"#)).expect("partial");
+    let v = custom.vision.expect("vision");
+    assert_eq!((v.num_hidden_layers, v.min_pixels, v.hidden_size, v.max_image_tokens), (2, 12544, 1024, 1024));
+    let mut flat: Map<String, Value> = serde_json::from_str(RELEASE_FLAT).expect("json");
+    flat.retain(|k, _| !k.starts_with("vision_") || k == "vision_n_layers");
+    let flat = Value::Object(flat).to_string();
+    assert_eq!(Config::from_json(&flat).expect("sparse flat vision"), Config::release(), "flat keys take ModelArgs' defaults");
+    let none = RELEASE_FLAT.replace("\"vision_n_layers\": 32,", "");
+    assert_eq!(Config::from_json(&none).expect("flat without layers").vision, None, "ModelArgs' vision_n_layers is 0");
+}
+
+#[test]
+fn errors_name_the_key_as_the_file_spells_it() {
+    let text = |c: &str| Config::from_json(c).expect_err("rejected").to_string();
+    let nested = release_with_vision(r#"{"num_hidden_layers": 2, "min_pixels": "many"}"#);
+    assert!(text(&nested).contains("`vision_config.min_pixels`"), "{}", text(&nested));
+    let flat = RELEASE_FLAT.replace("\"vision_min_pixels\": 295936", "\"vision_min_pixels\": \"many\"");
+    assert!(text(&flat).contains("`vision_min_pixels`"), "{}", text(&flat));
+    let e = text(&release_with_vision(r#"{"hidden_size": 0}"#));
+    assert!(e.contains("`vision_config.hidden_size` must be > 0"), "{e}");
+    let e = text(&RELEASE_FLAT.replace("\"vision_dim\": 1024", "\"vision_dim\": 0"));
+    assert!(e.contains("`vision_dim` must be > 0"), "{e}");
+    let e = text(&RELEASE_CONFIG_JSON.replace("\"hidden_size\": 5120", "\"hidden_size\": 5121"));
+    assert!(e.contains("`text_config.hidden_size` is 5121"), "{e}");
+    let e = text(&RELEASE_FLAT.replace("\"dim\": 5120", "\"dim\": 5121"));
+    assert!(e.contains("`dim` is 5121"), "{e}");
+    let e = text(&RELEASE_CONFIG_JSON.replace("\"factor\": 16", "\"factor\": 0.5"));
+    assert!(e.contains("`text_config.rope_scaling.factor` is 0.5"), "{e}");
+    let e = text(&RELEASE_FLAT.replace("\"rope_factor\": 16", "\"rope_factor\": 0.5"));
+    assert!(e.contains("`rope_factor` is 0.5"), "{e}");
+    let e = text(&RELEASE_CONFIG_JSON.replace("\"head_dim\": 512,", ""));
+    assert!(e.contains("missing key `text_config.head_dim`"), "{e}");
+    let e = text(&RELEASE_CONFIG_JSON.replace("\"scoring_func\": \"sqrtsoftplus\"", "\"scoring_func\": \"relu\""));
+    assert!(e.contains("`text_config.scoring_func` is `relu`"), "{e}");
+    let e = text(&RELEASE_FLAT.replace("\"score_func\": \"sqrtsoftplus\"", "\"score_func\": \"relu\""));
+    assert!(e.contains("`score_func` is `relu`"), "{e}");
+    let e = text(&RELEASE_CONFIG_JSON.replace("\"deepseek_v41_text\"", "\"deepseek_v4\""));
+    assert!(e.contains("`text_config.model_type` is `deepseek_v4`"), "{e}");
+}

@@ -112,7 +112,7 @@ fn shard_of(name: &str) -> usize {
 /// Streams one shard: header, then each tensor in name order, written by a second thread while the next tensor is generated; returns the payload bytes.
 fn write_shard(path: &Path, tensors: &BTreeMap<String, &TensorSpec>, seed: u64, values: Values, progress: &Progress) -> std::io::Result<u64> {
     let list: Vec<(&str, Dtype, &[usize])> = tensors.values().map(|s| (s.name.as_str(), s.dtype, s.shape.as_slice())).collect();
-    let (header, _) = header_bytes(&list);
+    let (header, _) = header_bytes(&list)?;
     let file = std::fs::File::create(path)?;
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
     std::thread::scope(|sc| {
