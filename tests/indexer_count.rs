@@ -76,6 +76,7 @@ fn fewer_finite_candidates_than_topk_still_give_topk_visible_picks_on_every_exec
         let last = &lc[lc.len() - v..];
         calls.push(vec![(0..v).fold(0, |b, i| if last[i] > last[b] { i } else { b }) as u32]);
     }
+    println!("{rows} rows: {beyond_candidates} picked past the candidate blocks, {flips} differ from the reference");
     assert!(beyond_candidates > rows / 2, "too few rows picked past the candidate blocks: {beyond_candidates} of {rows}");
-    assert!(flips * 10 <= rows, "the reference's picks differ on {flips} of {rows} rows");
+    assert_eq!(flips, 0, "the reference's picks differ on {flips} of {rows} rows");
 }
