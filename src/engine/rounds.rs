@@ -2,7 +2,7 @@
 use crate::exec::{ExecError, Executor};
 use crate::model::forward::{forward_batch, ForwardError, LogitRows, Model, SeqInput};
 use crate::model::taps::Taps;
-use crate::model::{SeqState, StateError};
+use crate::model::{Mark, SeqState, StateError};
 
 /// A sequence of an engine (stable while the sequence lives; not reused after `remove`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -124,6 +124,18 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     pub fn state_bytes(&mut self, id: SeqId) -> Result<Vec<u8>, EngineError> {
         let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
         Ok(st.to_bytes(&mut self.ex)?)
+    }
+
+    /// A mark of `id`'s state that [`Engine::rewind`] returns to after up to `len` more positions (a verify window).
+    pub fn mark(&mut self, id: SeqId, len: usize) -> Result<Mark<E::Tensor>, EngineError> {
+        let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+        Ok(st.mark(&mut self.ex, len)?)
+    }
+
+    /// Returns `id` to the state it had at `mark`, undoing every position fed since.
+    pub fn rewind(&mut self, id: SeqId, mark: Mark<E::Tensor>) -> Result<(), EngineError> {
+        let st = self.seqs.get_mut(id.0).and_then(Option::as_mut).ok_or(EngineError::Unknown(id))?;
+        Ok(st.rewind(&mut self.ex, mark)?)
     }
 
     /// Runs one round: every work item's input through one forward (sequences in work order); returns each item's logits `[rows, vocab]` (f32).

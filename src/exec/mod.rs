@@ -165,6 +165,8 @@ pub trait Executor {
     fn compress_pool(&mut self, k: &Self::Tensor, g: &Self::Tensor, partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError>;
     /// Appends rows to a growing cache.
     fn append_rows(&mut self, cache: &mut Self::Tensor, rows: &Self::Tensor) -> Result<(), ExecError>;
+    /// Keeps the first `rows` rows of a cache (the rest are forgotten; appends continue after them).
+    fn truncate_rows(&mut self, cache: &mut Self::Tensor, rows: usize) -> Result<(), ExecError>;
     /// Writes this call's rows (positions `start..`) into their ring slots (position mod ring rows).
     fn ring_write(&mut self, ring: &mut Self::Tensor, rows: &Self::Tensor, start: usize) -> Result<(), ExecError>;
 

@@ -152,6 +152,9 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
         self.inner.append_rows(cache, rows)
     }
+    fn truncate_rows(&mut self, cache: &mut E::Tensor, rows: usize) -> Result<(), ExecError> {
+        self.inner.truncate_rows(cache, rows)
+    }
     fn ring_write(&mut self, ring: &mut E::Tensor, rows: &E::Tensor, start: usize) -> Result<(), ExecError> {
         self.inner.ring_write(ring, rows, start)
     }

@@ -244,6 +244,11 @@ pub fn append_rows(cache: Dims, rows: Dims) -> Result<(), ExecError> {
     check(cache.1 == rows.1, "append_rows", || format!("cache rows of {} vs rows of {}", cache.1, rows.1))
 }
 
+/// `truncate_rows`: no more rows than the cache holds.
+pub fn truncate_rows(have: usize, keep: usize) -> Result<(), ExecError> {
+    check(keep <= have, "truncate_rows", || format!("keep {keep} of {have} rows"))
+}
+
 /// `ring_write`: rows as wide as a non-empty ring.
 pub fn ring_write(ring: Dims, rows: Dims) -> Result<(), ExecError> {
     check(ring.1 == rows.1 && ring.0 > 0, "ring_write", || format!("ring [{}, {}] vs rows of {}", ring.0, ring.1, rows.1))

@@ -30,6 +30,19 @@ pub struct LayerState<T> {
     pub comp: Option<CompCache<T>>,
 }
 
+/// A sequence's state at one position, as much of it as the next few positions can change.
+pub struct Mark<T> {
+    pos: usize,
+    history: usize,
+    layers: Vec<LayerMark<T>>,
+}
+
+/// One layer's part of a [`Mark`]: the ring rows to restore, and the cache's rows, pending count and buffered group.
+struct LayerMark<T> {
+    ring: Option<T>,
+    comp: Option<(usize, usize, Option<T>)>,
+}
+
 /// Everything one sequence carries between forward calls.
 pub struct SeqState<T> {
     /// Next absolute position (tokens consumed so far).
@@ -82,6 +95,49 @@ impl<T> SeqState<T> {
             layers.push(LayerState { window: ex.copy(&l.window)?, comp });
         }
         Ok(SeqState { pos: self.pos, history: self.history.clone(), layers })
+    }
+
+    /// What [`SeqState::rewind`] needs to undo up to `len` positions fed after now: the ring rows those positions will overwrite, each cache's counts and buffered group, the history's length.
+    pub fn mark<E: Executor<Tensor = T>>(&self, ex: &mut E, len: usize) -> Result<Mark<T>, ExecError> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            let slots = ex.dims(&l.window).0;
+            let idx: Vec<u32> = (self.pos..self.pos + len.min(slots)).map(|p| (p % slots.max(1)) as u32).collect();
+            let ring = if idx.is_empty() { None } else {
+                let idx = ex.upload_index(&idx)?;
+                Some(ex.gather_rows(&l.window, &idx)?)
+            };
+            let comp = match &l.comp {
+                Some(c) => Some((c.rows, c.pending, c.partial.as_ref().map(|p| ex.copy(p)).transpose()?)),
+                None => None,
+            };
+            layers.push(LayerMark { ring, comp });
+        }
+        Ok(Mark { pos: self.pos, history: self.history.len(), layers })
+    }
+
+    /// Undoes every position fed since `mark` (at most the `len` it was made for): the state's bytes are again those it had then.
+    pub fn rewind<E: Executor<Tensor = T>>(&mut self, ex: &mut E, mark: Mark<T>) -> Result<(), ExecError> {
+        if mark.layers.len() != self.layers.len() || mark.pos > self.pos {
+            return Err(ExecError::Shape { op: "rewind", problem: format!("a mark at position {} of {} layers for a state at {} of {}", mark.pos, mark.layers.len(), self.pos, self.layers.len()) });
+        }
+        for (l, m) in self.layers.iter_mut().zip(mark.layers) {
+            if let Some(rows) = &m.ring {
+                ex.ring_write(&mut l.window, rows, mark.pos)?;
+            }
+            if let (Some(c), Some((rows, pending, partial))) = (l.comp.as_mut(), m.comp) {
+                ex.truncate_rows(&mut c.kv, rows)?;
+                ex.truncate_rows(&mut c.index_keys, rows)?;
+                c.rows = rows;
+                c.pending = pending;
+                if partial.is_some() {
+                    c.partial = partial;
+                }
+            }
+        }
+        self.history.truncate(mark.history);
+        self.pos = mark.pos;
+        Ok(())
     }
 
     /// The state as bytes: position, engram history, then per layer the ring, compressed rows, index keys and buffered rows (f32 LE).

@@ -248,6 +248,13 @@ impl Executor for CpuExecutor<'_> {
         Ok(())
     }
 
+    fn truncate_rows(&mut self, cache: &mut CpuTensor, rows: usize) -> Result<(), ExecError> {
+        shapes::truncate_rows(cache.rows, rows)?;
+        cache.data.truncate(rows * cache.cols);
+        cache.rows = rows;
+        Ok(())
+    }
+
     fn ring_write(&mut self, ring: &mut CpuTensor, rows: &CpuTensor, start: usize) -> Result<(), ExecError> {
         shapes::ring_write((ring.rows, ring.cols), (rows.rows, rows.cols))?;
         for i in 0..rows.rows {

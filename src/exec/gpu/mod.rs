@@ -396,6 +396,12 @@ impl Executor for GpuExecutor<'_, '_> {
         gr::append_rows(self, cache, rows)
     }
 
+    fn truncate_rows(&mut self, cache: &mut GpuTensor, rows: usize) -> Result<(), ExecError> {
+        shapes::truncate_rows(cache.rows, rows)?;
+        cache.rows = rows;
+        Ok(())
+    }
+
     fn ring_write(&mut self, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
         self.quant = None;
         gr::ring_write(self, ring, rows, start)
