@@ -1,8 +1,8 @@
-//! Verify windows and their rollback: drafts checked against the target's own greedy tokens, accepted in full, in part or not at all; a rejected window is rewound to its mark (every state byte as before it) and its accepted tokens replayed, so the drafted stream's tokens and state bytes equal the undrafted stream's at every position.
+//! Verify windows and their rollback: drafts checked against the target's own tokens (greedy, and drawn at T=1 with the stream's seed at each position), accepted in full, in part or not at all; a rejected window is rewound to its mark (every state byte as before it) and its accepted tokens replayed, so the drafted stream's tokens and state bytes equal the undrafted stream's at every position.
 mod forward_support;
 
 use forward_support::{prompt, tiny};
-use lockstep::engine::{Engine, Span, Work};
+use lockstep::engine::{Engine, Sampler, Sampling, Span, Work};
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
 use lockstep::gpu::{DeviceChoice, Gpu};
 use lockstep::model::forward::{LogitRows, Model};
@@ -20,20 +20,23 @@ fn argmax(v: &[f32]) -> u32 {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
 }
 
-fn drafted_equals_undrafted<E: Executor>(ex: E, model: &Model, what: &str) {
+/// The token a stream takes from one row's logits when it sits at `position`: greedy, or drawn with the stream's seed at that position.
+type Pick<'a> = &'a dyn Fn(&[f32], usize) -> u32;
+
+fn drafted_equals_undrafted<E: Executor>(ex: E, model: &Model, pick: Pick<'_>, what: &str) {
     let vocab = model.cfg.vocab_size;
     let mut engine = Engine::new(ex, model);
     let (a, b) = (engine.add().expect("a"), engine.add().expect("b"));
     let ids = prompt(PROMPT);
     let mut states = BTreeMap::new();
-    let mut truth = vec![argmax(&engine.run(a, &ids, LogitRows::Last, &mut Taps::default()).expect("prefill"))];
+    let mut truth = vec![pick(&engine.run(a, &ids, LogitRows::Last, &mut Taps::default()).expect("prefill"), PROMPT)];
     states.insert(engine.pos(a).expect("pos"), engine.state_bytes(a).expect("state"));
     while truth.len() < TOKENS + 1 {
         let l = engine.run(a, &truth[truth.len() - 1..], LogitRows::Last, &mut Taps::default()).expect("decode");
-        truth.push(argmax(&l));
+        truth.push(pick(&l, PROMPT + truth.len()));
         states.insert(engine.pos(a).expect("pos"), engine.state_bytes(a).expect("state"));
     }
-    let first = argmax(&engine.run(b, &ids, LogitRows::Last, &mut Taps::default()).expect("prefill"));
+    let first = pick(&engine.run(b, &ids, LogitRows::Last, &mut Taps::default()).expect("prefill"), PROMPT);
     let mut produced = vec![first];
     let (mut full, mut partial, mut rejected) = (0, 0, 0);
     for plan in PLANS.iter().cycle() {
@@ -53,10 +56,10 @@ fn drafted_equals_undrafted<E: Executor>(ex: E, model: &Model, what: &str) {
         let logits = engine.round(&[Work { seq: b, input: &input, rows: LogitRows::All }], &mut Taps::default()).expect("verify");
         let rows = engine.ex.read(&logits[0]).expect("read");
         let mut j = 0;
-        while j < k && argmax(&rows[j * vocab..(j + 1) * vocab]) == drafts[j] {
+        while j < k && pick(&rows[j * vocab..(j + 1) * vocab], pos + j + 1) == drafts[j] {
             j += 1;
         }
-        let target = argmax(&rows[j * vocab..(j + 1) * vocab]);
+        let target = pick(&rows[j * vocab..(j + 1) * vocab], pos + j + 1);
         if j < k {
             engine.rewind(b, mark).expect("rewind");
             assert!(engine.state_bytes(b).expect("state") == states[&pos], "{what}: after the rewind to {pos} the state differs from the undrafted stream's");
@@ -78,10 +81,15 @@ fn drafted_equals_undrafted<E: Executor>(ex: E, model: &Model, what: &str) {
 }
 
 #[test]
-fn drafted_windows_rolled_back_give_the_undrafted_tokens_and_state_bytes_on_the_cpu_and_the_gpu() {
+fn drafted_windows_rolled_back_give_the_undrafted_tokens_and_state_bytes_greedy_and_sampled_on_the_cpu_and_the_gpu() {
     let t = tiny();
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
-    drafted_equals_undrafted(CpuExecutor::new(&t.ckpt), &model, "cpu");
+    let sampler = Sampler::new(Sampling::Random { temperature: 1.0, top_p: 0.9, seed: 5 }).expect("sampler");
+    let sampled = |l: &[f32], position: usize| sampler.sample(l, position).expect("sample");
+    let greedy = |l: &[f32], _: usize| argmax(l);
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
-    drafted_equals_undrafted(GpuExecutor::new(&gpu, &t.ckpt), &model, "gpu");
+    for (pick, how) in [(&greedy as Pick<'_>, "greedy"), (&sampled, "T=1")] {
+        drafted_equals_undrafted(CpuExecutor::new(&t.ckpt), &model, pick, &format!("cpu {how}"));
+        drafted_equals_undrafted(GpuExecutor::new(&gpu, &t.ckpt), &model, pick, &format!("gpu {how}"));
+    }
 }
