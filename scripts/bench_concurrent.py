@@ -75,6 +75,16 @@ def stream_rate(r):
     return (tokens - 1) / (t1 - t0)
 
 
+def speculative(results):
+    """The streams' verify rounds, drafted and accepted tokens, summed."""
+    total = {"rounds": 0, "drafted": 0, "accepted": 0}
+    for r in results:
+        spec = ((r.get("final") or {}).get("lockstep") or {}).get("speculative") or {}
+        for k in total:
+            total[k] += spec.get(k, 0)
+    return total
+
+
 def compare(level, model, temperature, args, results, draft_off):
     """Re-runs each request alone (one at a time, non-streamed) and counts sha agreement."""
     counts = {"equal": 0, "unequal": 0, "failed": 0}
@@ -133,6 +143,7 @@ def run_cell(level, temperature, model, args):
         "wall_s": wall,
         "ttft_s_median": median(ttfts),
         "failed_streams": len(errors),
+        "speculative": speculative(ok),
         "errors": errors,
         "alone": compare(level, model, temperature, args, results, False) if args.alone else None,
         "serial": compare(level, model, temperature, args, results, True) if args.serial else None,

@@ -312,3 +312,27 @@ fn a_tokenizer_without_a_v41_only_token_serves_plain_prompts_and_refuses_what_ne
     let (s, _) = server.get("/health").unwrap();
     assert_eq!(s, 200);
 }
+
+#[test]
+fn drafted_replies_equal_undrafted_ones_and_say_what_was_drafted() {
+    let (_keep, m) = model("drafts");
+    let body = |draft: bool| {
+        let mut v = completion("one two three one two three one two three", 200, 0.0, None);
+        v["draft"] = json!(draft);
+        v
+    };
+    let args = ["--device", "cpu", "--parallel", "2", "--context", "512", "--prompt-cache-gib", "0"];
+    let drafting = Server::start(&m, &args);
+    let (a, b) = (drafting.ok("/v1/completions", &body(true)), drafting.ok("/v1/completions", &body(false)));
+    drop(drafting);
+    let plain = Server::start(&m, &[&args[..], &["--no-drafts"]].concat());
+    let c = plain.ok("/v1/completions", &body(true));
+    let spec = |v: &Value, k: &str| v["lockstep"]["speculative"][k].as_u64().unwrap_or_else(|| panic!("no speculative.{k} in {v}"));
+    for (v, what) in [(&b, "\"draft\": false"), (&c, "--no-drafts")] {
+        assert_eq!(sha(v), sha(&a), "{what} gives the drafted reply's tokens");
+        assert_eq!(v["lockstep"]["logits_sha"], a["lockstep"]["logits_sha"], "{what} gives the drafted reply's logits");
+        assert_eq!(spec(v, "drafted"), 0, "{what} drafted");
+    }
+    let (rounds, drafted, accepted) = (spec(&a, "rounds"), spec(&a, "drafted"), spec(&a, "accepted"));
+    assert!(rounds > 0 && accepted > 0 && drafted > accepted, "drafts must be accepted and rejected: {rounds} rounds, {drafted} drafted, {accepted} accepted");
+}

@@ -40,6 +40,7 @@ pub(crate) fn job(state: &AppState, prompt: Vec<u32>, s: &Settings, max_tokens: 
         logprobs,
         logits_sha: s.logits_sha,
         skip_special,
+        draft: s.draft,
         events: tx,
         arrived: std::time::Instant::now(),
     }

@@ -129,6 +129,8 @@ pub struct Settings {
     pub stream: bool,
     /// Send usage as the last streamed event.
     pub include_usage: bool,
+    /// Whether this stream may draft (`"draft": false` runs it one token a round).
+    pub draft: bool,
 }
 
 /// The fields [`settings`] reads, for the routes' allowed lists.
@@ -183,12 +185,12 @@ pub fn settings(f: &Fields<'_>, stop_name: &str, max_names: &[&str]) -> Result<S
         let o = Fields::nested(v, "lockstep", &["logits_sha"], f.dialect())?;
         logits_sha = o.bool("logits_sha")?.unwrap_or(false);
     }
-    f.bool("draft")?;
+    let draft = f.bool("draft")?.unwrap_or(true);
     f.str("user")?;
     if f.get("metadata").is_some_and(|m| !m.is_object()) {
         return Err(f.err("metadata", "`metadata` must be an object"));
     }
     let filters = Filters { top_k, min_p, presence_penalty, frequency_penalty };
     let sampler = Sampler::with_filters(Sampling::Random { temperature, top_p, seed }, filters).map_err(|e| f.err("temperature", e.to_string()))?;
-    Ok(Settings { sampler, seed, max_tokens, stop, ignore_eos, logits_sha, stream, include_usage })
+    Ok(Settings { sampler, seed, max_tokens, stop, ignore_eos, logits_sha, stream, include_usage, draft })
 }

@@ -66,6 +66,7 @@ pub fn lockstep_json(f: &Finish, seed: u64, id: Option<&Identity>) -> Value {
         "prefill_s": f.prefill_s,
         "decode_tok_s": f.decode_tok_s,
         "queue_s": f.queue_s,
+        "speculative": { "rounds": f.speculative.rounds, "drafted": f.speculative.drafted, "accepted": f.speculative.accepted },
     });
     if let Some(h) = &f.logits_sha {
         v["logits_sha"] = json!(h);

@@ -76,6 +76,9 @@ pub struct ServeArgs {
     /// The model id requests name (default: the model directory's name).
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// Never draft: every stream runs one token a round.
+    #[arg(long)]
+    pub no_drafts: bool,
     /// Take image input: refused at start, with what the checkpoint lacks or because this build runs no vision tower yet.
     #[arg(long)]
     pub vision: bool,
@@ -206,6 +209,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         queue_timeout: Some(Duration::from_secs_f64(args.queue_timeout.max(0.001))),
         cache_bytes: (args.prompt_cache_gib.max(0.0) * (1u64 << 30) as f64) as usize,
         snapshots,
+        draft_block: if args.no_drafts { 0 } else { cfg.dspark_block_size },
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port))).with_context(|| format!("binding {}:{}", args.host, args.port))?;

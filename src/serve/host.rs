@@ -28,6 +28,16 @@ pub struct HostConfig {
     pub cache_bytes: usize,
     /// Snapshots on disk.
     pub snapshots: Option<SnapshotDir>,
+    /// Most drafts a stream's window carries (0 = no drafts).
+    pub draft_block: usize,
+}
+
+/// One decode lane's input this round: tokens fed again after a rewind, the next token, its drafts, and the mark that undoes them.
+struct Window<E: Executor> {
+    replayed: usize,
+    tokens: Vec<u32>,
+    drafts: Vec<u32>,
+    mark: Option<crate::model::Mark<E::Tensor>>,
 }
 
 /// The lane host over one engine.
@@ -220,12 +230,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
     }
 
-    /// Finishes a lane; its state goes to the cache keyed by everything it consumed.
+    /// Finishes a lane; its state goes to the cache keyed by everything it consumed (not when a verify window left it ahead of its tokens).
     fn end(&mut self, lane: Lane, reason: FinishReason, logits: &[f32]) {
+        let ahead = lane.ahead;
         let (job, seq, tokens) = lane.finish(reason, self.tok);
         let mut key = job.prompt;
         key.extend(&tokens[..tokens.len() - 1]);
-        if self.cache.budget() > 0 && !self.cache.contains(&key) {
+        if !ahead && self.cache.budget() > 0 && !self.cache.contains(&key) {
             self.keep(key, seq, logits.to_vec());
         } else {
             let _ = self.engine.remove(seq);
@@ -251,15 +262,24 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
     }
 
-    /// One forward over every lane's rows: decode rows first, then prompt chunks within `round_tokens`.
+    /// One forward over every lane's rows: decode windows first (a rewound window's accepted tokens, the next token, its drafts), then prompt chunks within `round_tokens`.
     fn round(&mut self) -> Result<(), Lost> {
         let mut budget = self.cfg.round_tokens.max(1);
         let mut plan: Vec<(usize, usize, usize)> = Vec::new();
+        let mut windows: Vec<Window<E>> = Vec::new();
         for (i, l) in self.lanes.iter().enumerate() {
-            if l.next.is_some() {
-                plan.push((i, 0, 1));
-                budget = budget.saturating_sub(1);
-            }
+            let Some(next) = l.next else { continue };
+            let room = l.job.max_tokens.saturating_sub(l.tokens.len() + 1).min(self.cfg.context.saturating_sub(l.position() + 1));
+            let k = if l.job.draft { self.cfg.draft_block.min(room) } else { 0 };
+            let mut history = l.job.prompt.clone();
+            history.extend(&l.tokens);
+            let drafts = super::draft::lookup(&history, k);
+            let mut tokens = l.replay.clone();
+            tokens.push(next);
+            tokens.extend(&drafts);
+            plan.push((i, 0, tokens.len()));
+            budget = budget.saturating_sub(tokens.len());
+            windows.push(Window { replayed: l.replay.len(), tokens, drafts, mark: None });
         }
         for (i, l) in self.lanes.iter().enumerate() {
             if l.prefilling() && budget > 0 {
@@ -271,25 +291,37 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         if plan.is_empty() {
             return Ok(());
         }
-        let singles: Vec<[u32; 1]> = plan.iter().map(|&(i, _, _)| [self.lanes[i].next.unwrap_or(0)]).collect();
+        for (w, &(i, _, _)) in windows.iter_mut().zip(&plan) {
+            if !w.drafts.is_empty() {
+                match self.engine.mark(self.lanes[i].seq, w.tokens.len()) {
+                    Ok(m) => w.mark = Some(m),
+                    Err(e) => return self.fail_round(&plan, e),
+                }
+            }
+        }
         let spans: Vec<[Span<'_>; 1]> = plan
             .iter()
-            .zip(&singles)
-            .map(|(&(i, from, n), one)| {
-                let l = &self.lanes[i];
-                [Span::Tokens(if l.next.is_some() { &one[..] } else { &l.job.prompt[from..from + n] })]
-            })
+            .enumerate()
+            .map(|(p, &(i, from, n))| [Span::Tokens(match windows.get(p) { Some(w) => &w.tokens[..], None => &self.lanes[i].job.prompt[from..from + n] })])
             .collect();
-        let work: Vec<Work<'_>> = plan.iter().zip(&spans).map(|(&(i, _, _), s)| Work { seq: self.lanes[i].seq, input: &s[..], rows: LogitRows::Last }).collect();
+        let work: Vec<Work<'_>> = plan
+            .iter()
+            .enumerate()
+            .zip(&spans)
+            .map(|((p, &(i, _, _)), s)| Work { seq: self.lanes[i].seq, input: &s[..], rows: if windows.get(p).is_some_and(|w| w.tokens.len() > 1) { LogitRows::All } else { LogitRows::Last } })
+            .collect();
         let out = self.engine.round(&work, &mut Taps::default());
         drop(work);
         let logits = match out {
             Ok(l) => l,
             Err(e) => return self.fail_round(&plan, e),
         };
-        // which lanes sample this round: decoders, and prompts whose last chunk this was
+        // which lanes sample this round: one-row decoders, and prompts whose last chunk this was; windows are checked after
         let mut sampled: Vec<(usize, Vec<f32>)> = Vec::new();
+        let mut checked: Vec<(SeqId, Vec<f32>, Window<E>)> = Vec::new();
+        let mut windows = windows.into_iter();
         for (&(i, _, n), t) in plan.iter().zip(&logits) {
+            let window = windows.next();
             let lane = &mut self.lanes[i];
             if lane.next.take().is_none() {
                 lane.fed += n;
@@ -297,9 +329,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                     continue;
                 }
             }
-            match self.engine.ex.read(t) {
-                Ok(v) => sampled.push((i, v)),
+            let v = match self.engine.ex.read(t) {
+                Ok(v) => v,
                 Err(e) => return self.fail_round(&plan, EngineError::from(e)),
+            };
+            match window {
+                Some(w) if w.tokens.len() > 1 => checked.push((lane.seq, v, w)),
+                _ => sampled.push((i, v)),
             }
         }
         drop(logits);
@@ -321,6 +357,43 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 self.snapshot_prompt(at, &v);
             }
             self.commit(at, choice, &v);
+        }
+        for (seq, v, w) in checked {
+            self.check_window(seq, &v, w)?;
+        }
+        Ok(())
+    }
+
+    /// Commits a window's rows in order while each chosen token equals the draft fed after it; on a mismatch the window is rewound and its accepted tokens wait to be fed again.
+    fn check_window(&mut self, seq: SeqId, v: &[f32], w: Window<E>) -> Result<(), Lost> {
+        let vocab = v.len() / w.tokens.len().max(1);
+        let k = w.drafts.len();
+        let mut j = 0;
+        loop {
+            let Some(at) = self.lanes.iter().position(|l| l.seq == seq) else { return Ok(()) };
+            let row = &v[(w.replayed + j) * vocab..(w.replayed + j + 1) * vocab];
+            let choice = self.lanes[at].choose(row);
+            let matched = j < k && choice.as_ref().is_ok_and(|c| c.0 == w.drafts[j]);
+            self.lanes[at].ahead = j < k;
+            if self.commit(at, choice, row) {
+                return Ok(());
+            }
+            if !matched {
+                break;
+            }
+            j += 1;
+        }
+        let Some(at) = self.lanes.iter().position(|l| l.seq == seq) else { return Ok(()) };
+        let lane = &mut self.lanes[at];
+        lane.ahead = false;
+        lane.speculative.rounds += usize::from(k > 0);
+        lane.speculative.drafted += k;
+        lane.speculative.accepted += j;
+        lane.replay = if j < k { w.tokens[..w.replayed + 1 + j].to_vec() } else { Vec::new() };
+        if let (true, Some(mark)) = (j < k, w.mark) {
+            if let Err(e) = self.engine.rewind(seq, mark) {
+                return self.fail_round(&[(at, 0, w.tokens.len())], e);
+            }
         }
         Ok(())
     }

@@ -26,6 +26,8 @@ pub struct Job {
     /// Leave special tokens out of the text.
     pub skip_special: bool,
     /// Where the host streams events; a dropped receiver cancels the job.
+    /// Whether the stream may draft.
+    pub draft: bool,
     pub events: UnboundedSender<Event>,
     /// When the request arrived.
     pub arrived: Instant,
@@ -49,6 +51,17 @@ pub enum FinishReason {
     StopString(String),
     /// The token budget or the context ran out.
     Length,
+}
+
+/// What drafting did for one stream: rounds that verified drafts, drafts fed, drafts accepted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Speculative {
+    /// Rounds whose window carried drafts.
+    pub rounds: usize,
+    /// Drafted tokens fed.
+    pub drafted: usize,
+    /// Drafted tokens that equalled the stream's own.
+    pub accepted: usize,
 }
 
 /// The end of a reply: its figures and hashes.
@@ -76,6 +89,8 @@ pub struct Finish {
     pub prefill_s: f64,
     /// Tokens per second after the first.
     pub decode_tok_s: f64,
+    /// Its verify rounds and drafts.
+    pub speculative: Speculative,
 }
 
 /// What the lane host streams for one job.

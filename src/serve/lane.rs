@@ -1,5 +1,5 @@
 //! One running stream: its place in the prompt, its sampled tokens, its text with stop texts held back, and its hashes and timings.
-use super::job::{Event, Finish, FinishReason, Job, JobError, TokenLogprob};
+use super::job::{Event, Finish, FinishReason, Job, JobError, Speculative, TokenLogprob};
 use crate::engine::{logprobs, SeqId};
 use crate::text::{Detokenizer, Tokenizer};
 use sha2::{Digest, Sha256};
@@ -20,6 +20,12 @@ pub struct Lane {
     pub next: Option<u32>,
     /// Logits ready to sample from (a cached prompt's, before any round).
     pub ready: Option<Vec<f32>>,
+    /// Accepted tokens a rewound window must feed again before `next`.
+    pub replay: Vec<u32>,
+    /// Whether the engine state holds positions past the committed tokens (a verify window mid-check).
+    pub ahead: bool,
+    /// What drafting did so far.
+    pub speculative: Speculative,
     /// Generated tokens.
     pub tokens: Vec<u32>,
     /// Times each token was generated (for the penalties).
@@ -45,7 +51,7 @@ impl Lane {
     pub fn new(job: Job, seq: SeqId, cached: usize, ready: Option<Vec<f32>>) -> Lane {
         let logits_sha = job.logits_sha.then(Sha256::new);
         let skip = job.skip_special;
-        Lane { job, seq, fed: cached, cached, next: None, ready, tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
+        Lane { job, seq, fed: cached, cached, next: None, ready, replay: Vec::new(), ahead: false, speculative: Speculative::default(), tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
     }
 
     /// Whether the prompt is still being prefilled.
@@ -151,6 +157,7 @@ impl Lane {
             queue_s: self.admitted.duration_since(self.job.arrived).as_secs_f64(),
             ttft_s: first.duration_since(self.job.arrived).as_secs_f64(),
             prefill_s: first.duration_since(self.admitted).as_secs_f64(),
+            speculative: self.speculative,
             decode_tok_s: if n > 1 && decode_s > 0.0 { (n - 1) as f64 / decode_s } else { 0.0 },
         };
         let _ = self.job.events.send(Event::Done(finish));
