@@ -314,18 +314,20 @@ fn a_tokenizer_without_a_v41_only_token_serves_plain_prompts_and_refuses_what_ne
 }
 
 #[test]
-fn drafted_replies_equal_undrafted_ones_and_say_what_was_drafted() {
+fn drafted_replies_resumed_or_fresh_equal_undrafted_ones_and_say_what_was_drafted() {
     let (_keep, m) = model("drafts");
     let body = |draft: bool| {
         let mut v = completion("one two three one two three one two three", 200, 0.0, None);
         v["draft"] = json!(draft);
         v
     };
-    let args = ["--device", "cpu", "--parallel", "2", "--context", "512", "--prompt-cache-gib", "0"];
+    let args = ["--device", "cpu", "--parallel", "2", "--context", "512"];
     let drafting = Server::start(&m, &args);
-    let (a, b) = (drafting.ok("/v1/completions", &body(true)), drafting.ok("/v1/completions", &body(false)));
+    let b = drafting.ok("/v1/completions", &body(false));
+    let a = drafting.ok("/v1/completions", &body(true));
+    assert!(a["lockstep"]["cached_tokens"].as_u64().unwrap_or(0) > 0, "the drafted request resumes the undrafted one's prompt from the cache: {a}");
     drop(drafting);
-    let plain = Server::start(&m, &[&args[..], &["--no-drafts"]].concat());
+    let plain = Server::start(&m, &[&args[..], &["--no-drafts", "--prompt-cache-gib", "0"]].concat());
     let c = plain.ok("/v1/completions", &body(true));
     let spec = |v: &Value, k: &str| v["lockstep"]["speculative"][k].as_u64().unwrap_or_else(|| panic!("no speculative.{k} in {v}"));
     for (v, what) in [(&b, "\"draft\": false"), (&c, "--no-drafts")] {
