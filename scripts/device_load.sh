@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # Conformance receipts on a GPU machine with a carried release binary: the contract hash, inspect on a flash-scaled checkpoint, the disk's read ceiling, and the load (time, bytes the loader read) by default and with --verify-weights full.
 set -u
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} XDG_RUNTIME_DIR=/tmp
-export LOCKSTEP_TOKENIZER=$PWD/.cache/tokenizer/tokenizer.json LOCKSTEP_CACHE_DIR=/tmp/lockstep-cache RUST_BACKTRACE=0
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=./target/release/lockstep
-DIR=${DIR:-/tmp/fs}
+source scripts/device_env.sh
 CONFIG=${CONFIG:-}
 P="The quick brown fox jumps over the lazy dog while the engine computes every bit the same way on every device."
 now() { date +%s%N; }

@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # Serving receipts on a GPU machine with a carried release binary: bench forward's decode figure, then the server on the flash-scaled checkpoint under the bench tools, in one call.
 set -u
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json} XDG_RUNTIME_DIR=/tmp
-export LOCKSTEP_TOKENIZER=$PWD/.cache/tokenizer/tokenizer.json LOCKSTEP_CACHE_DIR=/tmp/lockstep-cache
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=./target/release/lockstep
-DIR=${DIR:-/tmp/fs}
+source scripts/device_env.sh
 { $B devices; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; nproc; } 2>&1 | tee "$OUT/devices.txt"
 [ -f "$DIR/config.json" ] || $B make-tiny "$DIR" --preset flash-scaled 2>&1 | tail -1 | tee "$OUT/make_tiny.txt"
 cp .cache/tokenizer/tokenizer*.json "$DIR/" 2>/dev/null

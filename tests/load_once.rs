@@ -6,13 +6,10 @@ use lockstep::model::forward::{LogitRows, Model};
 use lockstep::model::taps::Taps;
 use lockstep::model::{load, make_tiny, Checkpoint, Config};
 use lockstep::text::TokenMap;
-use lockstep::weights::safetensors::{read_header, write_file, Dtype};
+use lockstep::weights::safetensors::{read_file, write_file, StoredTensor as Stored};
 use lockstep::weights::{is_engram_table, LoadMode, Tables, ValueCheck};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-
-/// A stored tensor as `write_file` takes it.
-type Stored = (String, Dtype, Vec<usize>, Vec<u8>);
 
 const ON_USE: ValueCheck = ValueCheck::OnUse(Tables::Sampled);
 
@@ -31,10 +28,7 @@ fn rewrite(dir: &Path, mut edit: impl FnMut(&mut Stored)) {
         if path.extension().is_none_or(|x| x != "safetensors") {
             continue;
         }
-        let h = read_header(&path).expect("header");
-        let bytes = std::fs::read(&path).expect("shard");
-        let at = |o: u64| (h.data_start + o) as usize;
-        let mut t: Vec<Stored> = h.entries.into_iter().map(|e| (e.name, e.dtype, e.shape, bytes[at(e.start)..at(e.end)].to_vec())).collect();
+        let mut t = read_file(&path).expect("shard");
         t.iter_mut().for_each(&mut edit);
         write_file(&path, &t).expect("rewrite");
     }

@@ -2,15 +2,12 @@
 use lockstep::weights::{Checkpoint, LoadMode, ValueCheck, INDEX_FILE, SINGLE_FILE};
 use lockstep::model::config::{Config, TINY_CONFIG_JSON};
 use lockstep::model::quantize::{dequantize_fp4, dequantize_fp8_blocks, dequantize_fp8_rows};
-use lockstep::weights::safetensors::{read_header, write_file, Dtype};
+use lockstep::weights::safetensors::{read_file, write_file, Dtype, StoredTensor as Stored};
 use lockstep::model::{expected_tensors, load, make_tiny, write_checkpoint_values, Quant, Values};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
-
-/// A stored tensor as `write_file` takes it.
-type Stored = (String, Dtype, Vec<usize>, Vec<u8>);
 
 /// A directory under the system temp dir, removed when dropped.
 struct TempDir(PathBuf);
@@ -85,10 +82,7 @@ fn shard(i: usize) -> String {
 
 /// Every tensor of a shard file.
 fn read_shard(path: &Path) -> Vec<Stored> {
-    let h = read_header(path).expect("header");
-    let bytes = std::fs::read(path).expect("shard");
-    let at = |o: u64| (h.data_start + o) as usize;
-    h.entries.into_iter().map(|e| (e.name, e.dtype, e.shape, bytes[at(e.start)..at(e.end)].to_vec())).collect()
+    read_file(path).expect("shard")
 }
 
 /// Rewrites shard `i` of `dir` after `edit` changes its tensors.

@@ -271,9 +271,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             let Some(next) = l.next else { continue };
             let room = l.job.max_tokens.saturating_sub(l.tokens.len() + 1).min(self.cfg.context.saturating_sub(l.position() + 1));
             let k = if l.job.draft { self.cfg.draft_block.min(room) } else { 0 };
-            let mut history = l.job.prompt.clone();
-            history.extend(&l.tokens);
-            let drafts = super::draft::lookup(&history, k);
+            let drafts = super::draft::lookup(&l.job.prompt, &l.tokens, k);
             let mut tokens = l.replay.clone();
             tokens.push(next);
             tokens.extend(&drafts);

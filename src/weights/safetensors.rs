@@ -261,8 +261,19 @@ impl safetensors::View for Stored<'_> {
     }
 }
 
+/// A stored tensor as [`read_file`] returns it and [`write_file`] takes it: name, dtype, shape, bytes.
+pub type StoredTensor = (String, Dtype, Vec<usize>, Vec<u8>);
+
+/// Every tensor of a safetensors file, in header order.
+pub fn read_file(path: &Path) -> Result<Vec<StoredTensor>, ReadError> {
+    let h = read_header(path)?;
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io { file: path.display().to_string(), source })?;
+    let at = |o: u64| (h.data_start + o) as usize;
+    Ok(h.entries.into_iter().map(|e| (e.name, e.dtype, e.shape, bytes[at(e.start)..at(e.end)].to_vec())).collect())
+}
+
 /// Writes a whole safetensors file from in-memory tensors `(name, dtype, shape, bytes)` with `safetensors::serialize_to_file`.
-pub fn write_file(path: &Path, tensors: &[(String, Dtype, Vec<usize>, Vec<u8>)]) -> std::io::Result<()> {
+pub fn write_file(path: &Path, tensors: &[StoredTensor]) -> std::io::Result<()> {
     let views = tensors.iter().map(|(n, d, s, b)| (n.as_str(), Stored { dtype: *d, shape: s, bytes: b }));
     safetensors::serialize_to_file(views, format_pt(), path).map_err(|e| match e {
         SafeTensorError::IoError(io) => io,

@@ -1,6 +1,6 @@
 //! Twins of a checkpoint as other tools write them: the same shards less some tensors, an edited config, an edited tokenizer.json.
 #![allow(dead_code)]
-use lockstep::weights::safetensors::{read_header, write_file, Dtype};
+use lockstep::weights::safetensors::{read_file, write_file};
 use lockstep::weights::INDEX_FILE;
 use serde_json::Value;
 use std::path::Path;
@@ -21,11 +21,8 @@ pub fn copy_without(src: &Path, dst: &Path, drop: impl Fn(&str) -> bool) {
     for e in std::fs::read_dir(src).expect("checkpoint dir").flatten() {
         let (path, name) = (e.path(), e.file_name().to_string_lossy().into_owned());
         if name.ends_with(".safetensors") {
-            let h = read_header(&path).expect("header");
-            let bytes = std::fs::read(&path).expect("shard");
-            let at = |o: u64| (h.data_start + o) as usize;
-            let kept: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> =
-                h.entries.into_iter().filter(|t| !drop(&t.name)).map(|t| (t.name, t.dtype, t.shape, bytes[at(t.start)..at(t.end)].to_vec())).collect();
+            let mut kept = read_file(&path).expect("shard");
+            kept.retain(|t| !drop(&t.0));
             write_file(&dst.join(&name), &kept).expect("write shard");
         } else if name == INDEX_FILE {
             let mut index: Value = serde_json::from_slice(&std::fs::read(&path).expect("index")).expect("index json");
