@@ -70,6 +70,8 @@ pub struct AttnInputs<'t, T> {
     pub window: usize,
     /// `head_dim^-1/2` rounded once from f64.
     pub scale: f32,
+    /// A draft block: every row attends to the ring's positions from `start - window` and to all of `kv`'s rows (no selection).
+    pub block: bool,
 }
 
 /// A stack of same-shaped matrices `{prefix}.{i}.{matrix}`, i from 0 (one layer's routed experts, one of w1/w2/w3).
@@ -178,7 +180,7 @@ pub trait Executor {
     fn mask_scores(&mut self, scores: &Self::Tensor, mask: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
     /// Top-k of each row `[S, k]` over its first visible[i] scores, -inf picks kept: indices ascending as f32, -1 for none.
     fn index_topk(&mut self, scores: &Self::Tensor, visible: &[usize], k: usize) -> Result<Self::Tensor, ExecError>;
-    /// Sparse attention with sink of q `[S, heads*hd]` over each row's window then selected compressed rows; bf16 out.
+    /// Sparse attention with sink of q `[S, heads*hd]` over each row's window then selected compressed rows (a block: the ring then all block rows); bf16 out.
     fn sparse_attention(&mut self, q: &Self::Tensor, a: &AttnInputs<'_, Self::Tensor>) -> Result<Self::Tensor, ExecError>;
 
     /// Router of gate logits `[S, E]` with the F32 selection bias `bias`, or `bias_vl` on rows marked `image`: (expert ids `[S, k]` as f32, weights `[S, k]`).

@@ -1,6 +1,6 @@
-// Sparse attention with sink, a workgroup per (row, head); keys = window rows by ascending position (this call's kv from start, the ring slot pos mod window before) then the selected compressed rows in selection order; s = mul_rn(canonical dot of product terms, scale), M = max(-1e30, s) order-free with +0 for a zero, p = ls_exp(s - M), denominator = canonical sum of p + ls_exp(sink - M), o = bf16(ls_div(canonical sum of product terms p v, denominator)); differences flushed, product terms below 2^-103 dropped (N7): bit-identical to kernels::attention::attend_row.
+// Sparse attention with sink, a workgroup per (row, head); keys = window rows by ascending position (this call's kv from start, the ring slot pos mod window before; with block > 0 every row takes the ring's positions from start - window and all block kv rows) then the selected compressed rows in selection order; s = mul_rn(canonical dot of product terms, scale), M = max(-1e30, s) order-free with +0 for a zero, p = ls_exp(s - M), denominator = canonical sum of p + ls_exp(sink - M), o = bf16(ls_div(canonical sum of product terms p v, denominator)); differences flushed, product terms below 2^-103 dropped (N7): bit-identical to kernels::attention::attend_row.
 override CONTROL: u32 = 0u;
-struct Params { zero: u32, row0: u32, m: u32, heads: u32, dim: u32, start: u32, window: u32, topk: u32, scale: f32 }
+struct Params { zero: u32, row0: u32, m: u32, heads: u32, dim: u32, start: u32, window: u32, topk: u32, scale: f32, block: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> kv: array<f32>;
@@ -33,8 +33,12 @@ fn key_elem(e: u32, i: u32) -> f32 {
 // Fills keys[0..n_keys] for query row `row`: window positions ascending, then the selection's entries >= 0 in order.
 fn gather(row: u32, lid: u32) {
     let p = P.start + row;
-    let lo = select(0u, p + 1u - P.window, p + 1u >= P.window);
-    let nw = p + 1u - lo;
+    var lo = select(0u, p + 1u - P.window, p + 1u >= P.window);
+    var nw = p + 1u - lo;
+    if (P.block > 0u && CONTROL != 8u) {
+        lo = select(0u, P.start - P.window, P.start >= P.window);
+        nw = P.start + P.block - lo;
+    }
     for (var j = lid; j < nw; j += 256u) {
         let pos = lo + j;
         var slot = pos % P.window;

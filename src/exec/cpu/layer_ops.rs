@@ -81,15 +81,14 @@ pub(super) fn sparse_attention(ex: &CpuExecutor, q: &CpuTensor, a: &AttnInputs<'
     let hd = a.kv.cols;
     let compressed = a.compressed.map(|(c, s)| ((c.rows, c.cols), (s.rows, s.cols)));
     shapes::sparse_attention((q.rows, q.cols), (a.kv.rows, hd), (a.ring.rows, a.ring.cols), a.window, sink.len(), compressed, a.compressed.map(|(_, s)| s.data.as_slice()))?;
+    let empty = CpuTensor { rows: 0, cols: hd, data: Vec::new() };
     let mut out = Vec::with_capacity(q.rows * q.cols);
     for i in 0..q.rows {
-        let p = a.start + i;
-        let mut keys: Vec<&[f32]> = (p.saturating_sub(a.window - 1)..=p)
-            .map(|pos| if pos >= a.start { a.kv.row(pos - a.start) } else { a.ring.row(pos % a.window) })
-            .collect();
-        if let Some((comp, sel)) = a.compressed {
-            keys.extend(sel.row(i).iter().filter(|&&v| v >= 0.0).map(|&v| comp.row(v as usize)));
-        }
+        let (comp, sel) = match a.compressed {
+            Some((comp, sel)) => (comp, sel.row(i)),
+            None => (&empty, &[][..]),
+        };
+        let keys = attention::call_keys(&a.kv.data, &a.ring.data, &comp.data, sel, hd, a.start, a.window, i, a.block);
         out.extend(attention::attend_row(q.row(i), &keys, &sink, hd, a.scale));
     }
     Ok(CpuTensor { rows: q.rows, cols: q.cols, data: out })

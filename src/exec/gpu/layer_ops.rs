@@ -144,7 +144,7 @@ pub(super) fn sparse_attention(ex: &mut GpuExecutor, q: &GpuTensor, a: &AttnInpu
         None => (&a.ring.buf, &a.ring.buf, 0),
     };
     let o = ex.out(q.rows, q.cols)?;
-    let d = AttnDims { rows: q.rows, heads, dim: hd, start: a.start, window: a.window, topk, scale: a.scale };
+    let d = AttnDims { rows: q.rows, heads, dim: hd, start: a.start, window: a.window, topk, scale: a.scale, block: if a.block { a.kv.rows } else { 0 } };
     attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, 0)?;
     Ok(o)
 }

@@ -13,7 +13,7 @@ pub fn kernels() -> Vec<&'static dyn Kernel> {
 }
 
 
-/// One attention shape: heads, head dim, window, selection width, position of row 0, compressed rows.
+/// One attention shape: heads, head dim, window, selection width, position of row 0, compressed rows, block kv rows (0: causal).
 struct Shape {
     heads: usize,
     dim: usize,
@@ -21,17 +21,21 @@ struct Shape {
     topk: usize,
     start: usize,
     ncomp: usize,
+    block: usize,
 }
 
-const SHAPES: [Shape; 8] = [
-    Shape { heads: 8, dim: 512, window: 128, topk: 512, start: 1000, ncomp: 1500 },
-    Shape { heads: 4, dim: 64, window: 8, topk: 4, start: 3, ncomp: 20 },
-    Shape { heads: 64, dim: 512, window: 128, topk: 512, start: 5000, ncomp: 2500 },
-    Shape { heads: 64, dim: 512, window: 128, topk: 512, start: 3000, ncomp: 1600 },
-    Shape { heads: 64, dim: 512, window: 128, topk: 0, start: 0, ncomp: 0 },
-    Shape { heads: 3, dim: 80, window: 5, topk: 37, start: 2, ncomp: 50 },
-    Shape { heads: 2, dim: 1000, window: 3, topk: 300, start: 10, ncomp: 400 },
-    Shape { heads: 4, dim: 64, window: 8, topk: 16, start: 5, ncomp: 30 },
+const SHAPES: [Shape; 11] = [
+    Shape { heads: 8, dim: 512, window: 128, topk: 512, start: 1000, ncomp: 1500, block: 0 },
+    Shape { heads: 4, dim: 64, window: 8, topk: 4, start: 3, ncomp: 20, block: 0 },
+    Shape { heads: 64, dim: 512, window: 128, topk: 512, start: 5000, ncomp: 2500, block: 0 },
+    Shape { heads: 64, dim: 512, window: 128, topk: 512, start: 3000, ncomp: 1600, block: 0 },
+    Shape { heads: 64, dim: 512, window: 128, topk: 0, start: 0, ncomp: 0, block: 0 },
+    Shape { heads: 3, dim: 80, window: 5, topk: 37, start: 2, ncomp: 50, block: 0 },
+    Shape { heads: 2, dim: 1000, window: 3, topk: 300, start: 10, ncomp: 400, block: 0 },
+    Shape { heads: 4, dim: 64, window: 8, topk: 16, start: 5, ncomp: 30, block: 0 },
+    Shape { heads: 4, dim: 64, window: 8, topk: 0, start: 3, ncomp: 0, block: 4 },
+    Shape { heads: 64, dim: 512, window: 128, topk: 0, start: 1000, ncomp: 0, block: 5 },
+    Shape { heads: 3, dim: 80, window: 5, topk: 0, start: 12, ncomp: 0, block: 7 },
 ];
 
 fn shape(case: &Case) -> &'static Shape {
@@ -41,9 +45,12 @@ fn shape(case: &Case) -> &'static Shape {
 /// Sparse attention registration; `case.n` indexes the shape table. Inputs: q, row index (per row), selection (per row), the call's kv, the ring before the call, compressed rows, sinks.
 pub struct SparseAttentionKernel;
 
-/// A call's state at its first row `lo`: (start, kv rows of the call, ring with the call's earlier rows written).
+/// A call's state at its first row `lo`: (start, kv rows of the call, ring with the call's earlier rows written); a block's rows all see the whole block.
 fn call_state(case: &Case, inputs: &Inputs) -> (usize, Vec<f32>, Vec<f32>) {
     let sh = shape(case);
+    if sh.block > 0 {
+        return (sh.start, inputs.data[3].f32s(), inputs.data[4].f32s());
+    }
     let lo = inputs.data[1].bytes.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
     let (kv_all, mut ring) = (inputs.data[3].f32s(), inputs.data[4].f32s());
     for j in 0..lo {
@@ -87,6 +94,7 @@ impl Kernel for SparseAttentionKernel {
         let r = |q: usize, f: usize| if quick { q } else { f };
         vec![
             Case::new("8 heads x 512, 128 + 512 keys", r(6, 16), 0, 0),
+            Case::new("DSpark tiny block 4 x 64, ring filling, block 4", 4, 8, 0),
             Case::new("tiny 4 x 64, window 8, top-4", 9, 1, 0),
             Case::new("release decode 64 x 512", r(1, 2), 2, 0),
             Case::new("release prefill 64 x 512", r(2, 48), 3, 0),
@@ -94,6 +102,8 @@ impl Kernel for SparseAttentionKernel {
             Case::new("awkward 3 x 80, window 5, top-37", 7, 5, 0),
             Case::new("awkward 2 x 1000, window 3, top-300", 3, 6, 0),
             Case::new("4 x 64, window 8, top-16", 6, 7, 0).edge(),
+            Case::new("DSpark release block 64 x 512, ring 128 + block 5", 5, 9, 0),
+            Case::new("DSpark block 3 x 80, ring 5 + block 7", 7, 10, 0).edge(),
         ]
     }
     fn inputs(&self, case: &Case, rng: &mut Rng) -> Inputs {
@@ -121,7 +131,7 @@ impl Kernel for SparseAttentionKernel {
                 })
                 .collect()
         };
-        let kv = kv_rows(rng, m, 1.0);
+        let kv = kv_rows(rng, if sh.block > 0 { sh.block } else { m }, 1.0);
         let ring = kv_rows(rng, sh.window, 1.0);
         let comp = kv_rows(rng, sh.ncomp, 0.5);
         let mut sel = Vec::with_capacity(m * sh.topk);
@@ -154,7 +164,7 @@ impl Kernel for SparseAttentionKernel {
         let hd = sh.heads * sh.dim;
         let mut out = Vec::with_capacity(case.rows * hd);
         for i in 0..case.rows {
-            let keys = attention::call_keys(&kv, &ring, &comp, &sel[i * sh.topk..(i + 1) * sh.topk], sh.dim, start, sh.window, i);
+            let keys = attention::call_keys(&kv, &ring, &comp, &sel[i * sh.topk..(i + 1) * sh.topk], sh.dim, start, sh.window, i, sh.block > 0);
             out.extend(attention::attend_row(&q[i * hd..(i + 1) * hd], &keys, &sink, sh.dim, scale_of(sh)));
         }
         vec![words(&out)]
@@ -176,7 +186,7 @@ impl Kernel for SparseAttentionKernel {
         let (kv, ring) = (gpu.upload_pod(&kv)?, gpu.upload_pod(&ring)?);
         let words_out = case.rows * sh.heads * sh.dim;
         let o = poisoned(gpu, words_out)?;
-        let d = AttnDims { rows: case.rows, heads: sh.heads, dim: sh.dim, start, window: sh.window, topk: sh.topk, scale: scale_of(sh) };
+        let d = AttnDims { rows: case.rows, heads: sh.heads, dim: sh.dim, start, window: sh.window, topk: sh.topk, scale: scale_of(sh), block: sh.block };
         let mut rec = Recorder::new(gpu);
         attention::record_sparse_attention(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, control)?;
         rec.submit()?;
@@ -191,6 +201,7 @@ impl Kernel for SparseAttentionKernel {
             Control::new(5, "drop the sink from the denominator"),
             Control::fusion(6, "weight values without mul_rn"),
             Control::new(7, "read ring slot (pos + 1) mod window"),
+            Control::new(8, "a block row sees only the block rows up to its own"),
             KEEP_SUBNORMALS,
         ] }
     }
@@ -207,13 +218,13 @@ fn reference_and_bound(case: &Case, inputs: &Inputs) -> (Vec<f64>, Vec<f64>) {
     let (hd, scale) = (sh.heads * sh.dim, f64::from(scale_of(sh)));
     let (mut refs, mut bounds) = (Vec::new(), Vec::new());
     let dim = sh.dim;
-    let history: Vec<&[f32]> = (0..start + case.rows)
+    let kv_rows = kv.len() / dim;
+    let history: Vec<&[f32]> = (0..start + kv_rows)
         .map(|pos| if pos >= start { &kv[(pos - start) * dim..(pos - start + 1) * dim] } else { &ring[(pos % sh.window) * dim..(pos % sh.window + 1) * dim] })
         .collect();
     for i in 0..case.rows {
-        let p = start + i;
-        let first = (p + 1).saturating_sub(sh.window);
-        let mut keys: Vec<&[f32]> = history[first..=p].to_vec();
+        let (first, end) = if sh.block > 0 { (start.saturating_sub(sh.window), start + kv_rows) } else { ((start + i + 1).saturating_sub(sh.window), start + i + 1) };
+        let mut keys: Vec<&[f32]> = history[first..end].to_vec();
         for &v in &sel[i * sh.topk..(i + 1) * sh.topk] {
             if v >= 0.0 {
                 keys.push(&comp[v as usize * dim..(v as usize + 1) * dim]);

@@ -30,32 +30,34 @@ pub struct AttnDims {
     pub topk: usize,
     /// `head_dim^-1/2` rounded once from f64.
     pub scale: f32,
+    /// Block kv rows (0: causal window): with a block every row attends to the ring's positions from `start - window` and to all block rows.
+    pub block: usize,
 }
 
-/// Records sparse attention with sink: q [rows, heads*dim], kv [rows, dim] (this call's window rows, row i at position start+i), ring [window, dim] (slot = position mod window, before this call), comp [N, dim] compressed rows and sel [rows, topk] f32 indices into comp (ascending, -1 none; both ignored when topk = 0, any buffers may be passed), sink [heads], out o [rows, heads*dim] (bf16 values as f32).
+/// Records sparse attention with sink: q [rows, heads*dim], kv [rows, dim] (this call's window rows, row i at position start+i; with a block, [block, dim] keys at positions start..), ring [window, dim] (slot = position mod window, before this call), comp [N, dim] compressed rows and sel [rows, topk] f32 indices into comp (ascending, -1 none; both ignored when topk = 0, any buffers may be passed), sink [heads], out o [rows, heads*dim] (bf16 values as f32).
 #[allow(clippy::too_many_arguments)]
 pub fn record_sparse_attention(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Buf, sel: &Buf, sink: &Buf, o: &Buf, d: &AttnDims, control: u32) -> Result<(), GpuError> {
-    let ok = d.window > 0 && d.window + d.topk <= MAX_KEYS && d.dim > 0 && d.dim <= 8192 && d.heads > 0 && d.heads <= 65535 && d.start + d.rows < (1 << 30);
+    let ok = d.window > 0 && d.window + d.topk.max(d.block) <= MAX_KEYS && (d.block == 0 || d.topk == 0) && d.dim > 0 && d.dim <= 8192 && d.heads > 0 && d.heads <= 65535 && d.start + d.rows < (1 << 30);
     if !ok {
-        let message = format!("{d:?}: needs 0 < window, window + topk <= {MAX_KEYS}, 0 < dim <= 8192, 0 < heads <= 65535");
+        let message = format!("{d:?}: needs 0 < window, window + topk (or block) <= {MAX_KEYS}, no selection with a block, 0 < dim <= 8192, 0 < heads <= 65535");
         return Err(GpuError::Shader { kernel: "sparse_attention/ref".into(), message });
     }
     let key = PipelineKey::new(SPARSE_ATTENTION, &[("CONTROL", f64::from(control))]);
     let args = [Arg::Whole(q), Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(sink), Arg::Whole(o)];
     for row0 in (0..d.rows).step_by(65535) {
         let n = (d.rows - row0).min(65535);
-        let params = [row0 as u32, d.rows as u32, d.heads as u32, d.dim as u32, d.start as u32, d.window as u32, d.topk as u32, d.scale.to_bits()];
+        let params = [row0 as u32, d.rows as u32, d.heads as u32, d.dim as u32, d.start as u32, d.window as u32, d.topk as u32, d.scale.to_bits(), d.block as u32];
         rec.dispatch(&key, &params, &args, [d.heads as u32, n as u32, 1])?;
     }
     Ok(())
 }
 
-/// The keys of query row `i` of a call, as exec::cpu gathers them: window positions ascending (kv from `start`, ring slot pos mod window before), then `sel_row`'s entries >= 0 in order.
+/// The keys of query row `i` of a call, as exec::cpu gathers them: window positions ascending (kv from `start`, ring slot pos mod window before), then `sel_row`'s entries >= 0 in order; with `block`, the ring's positions from `start - window` then every kv row, for every row.
 #[allow(clippy::too_many_arguments)]
-pub fn call_keys<'a>(kv: &'a [f32], ring: &'a [f32], comp: &'a [f32], sel_row: &[f32], dim: usize, start: usize, window: usize, i: usize) -> Vec<&'a [f32]> {
-    let p = start + i;
+pub fn call_keys<'a>(kv: &'a [f32], ring: &'a [f32], comp: &'a [f32], sel_row: &[f32], dim: usize, start: usize, window: usize, i: usize, block: bool) -> Vec<&'a [f32]> {
     let row = |t: &'a [f32], r: usize| &t[r * dim..(r + 1) * dim];
-    let mut keys: Vec<&[f32]> = (p.saturating_sub(window - 1)..=p).map(|pos| if pos >= start { row(kv, pos - start) } else { row(ring, pos % window) }).collect();
+    let (lo, hi) = if block { (start.saturating_sub(window), start + kv.len() / dim) } else { ((start + i + 1).saturating_sub(window), start + i + 1) };
+    let mut keys: Vec<&[f32]> = (lo..hi).map(|pos| if pos >= start { row(kv, pos - start) } else { row(ring, pos % window) }).collect();
     keys.extend(sel_row.iter().filter(|&&v| v >= 0.0).map(|&v| row(comp, v as usize)));
     keys
 }

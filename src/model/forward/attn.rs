@@ -60,7 +60,7 @@ pub(super) fn attention<E: Executor>(
             }
             None => None,
         };
-        let inputs = AttnInputs { kv: kvi.get(), ring: &st[l].window, compressed, sink: &sink, start: c.start, window: cfg.sliding_window, scale };
+        let inputs = AttnInputs { kv: kvi.get(), ring: &st[l].window, compressed, sink: &sink, start: c.start, window: cfg.sliding_window, scale, block: false };
         outs.push(ex.sparse_attention(qi.get(), &inputs)?);
         ex.ring_write(&mut st[l].window, kvi.get(), c.start)?;
     }
