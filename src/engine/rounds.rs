@@ -1,6 +1,6 @@
 //! The engine: one executor, the loaded model and any number of sequences; a round runs the rows of several sequences through one forward.
 use crate::exec::{ExecError, Executor};
-use crate::model::forward::{forward_batch, ForwardError, LogitRows, Model, SeqInput};
+use crate::model::forward::{draft_batch, forward_batch, Draft, DraftInput, ForwardError, LogitRows, Model, SeqInput};
 use crate::model::taps::Taps;
 use crate::model::{Mark, SeqState, StateError};
 
@@ -54,17 +54,39 @@ pub struct Engine<'m, 'c, E: Executor> {
     pub model: &'m Model<'c>,
     /// Sequence states by id; `None` once removed.
     seqs: Vec<Option<SeqState<E::Tensor>>>,
+    /// Whether sequences carry DSpark rings (fed on every position, so that any of them can draft).
+    drafts: bool,
 }
 
 impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     /// An engine with no sequences.
     pub fn new(ex: E, model: &'m Model<'c>) -> Self {
-        Engine { ex, model, seqs: Vec::new() }
+        Engine { ex, model, seqs: Vec::new(), drafts: false }
+    }
+
+    /// Feeds DSpark rings from now on (when the model has draft stages): every sequence added, reset or restored carries them.
+    pub fn with_drafts(mut self, on: bool) -> Self {
+        self.drafts = on && self.model.cfg.has_drafts();
+        self
+    }
+
+    /// Whether sequences carry DSpark rings.
+    pub fn drafts(&self) -> bool {
+        self.drafts
+    }
+
+    /// A new state at position 0 (with rings when drafting).
+    fn fresh(&mut self) -> Result<SeqState<E::Tensor>, ExecError> {
+        let mut st = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        if self.drafts {
+            st.start_rings(&mut self.ex, &self.model.cfg)?;
+        }
+        Ok(st)
     }
 
     /// A fresh sequence at position 0.
     pub fn add(&mut self) -> Result<SeqId, ExecError> {
-        let st = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        let st = self.fresh()?;
         self.seqs.push(Some(st));
         Ok(SeqId(self.seqs.len() - 1))
     }
@@ -90,7 +112,12 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
 
     /// A sequence restored from [`Engine::state_bytes`] (made on any executor).
     pub fn restore(&mut self, bytes: &[u8]) -> Result<SeqId, EngineError> {
-        let st = SeqState::from_bytes(&mut self.ex, &self.model.cfg, &self.model.plan, bytes)?;
+        let mut st = SeqState::from_bytes(&mut self.ex, &self.model.cfg, &self.model.plan, bytes)?;
+        if self.drafts {
+            st.start_rings(&mut self.ex, &self.model.cfg)?;
+        } else {
+            st.drafts = None;
+        }
         Ok(self.adopt(st))
     }
 
@@ -101,7 +128,7 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
 
     /// Restarts `id` at position 0 with a fresh state.
     pub fn reset(&mut self, id: SeqId) -> Result<(), EngineError> {
-        let fresh = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        let fresh = self.fresh()?;
         *self.state_mut(id)? = fresh;
         Ok(())
     }
@@ -126,16 +153,16 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
         Ok(st.to_bytes(&mut self.ex)?)
     }
 
-    /// A mark of `id`'s state that [`Engine::rewind`] returns to after up to `len` more positions (a verify window).
+    /// A mark of `id`'s state that [`Engine::rewind`] returns to after the next round feeds it up to `len` positions (a verify window).
     pub fn mark(&mut self, id: SeqId, len: usize) -> Result<Mark<E::Tensor>, EngineError> {
-        let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+        let st = self.seqs.get_mut(id.0).and_then(Option::as_mut).ok_or(EngineError::Unknown(id))?;
         Ok(st.mark(&mut self.ex, len)?)
     }
 
-    /// Returns `id` to the state it had at `mark`, undoing every position fed since.
-    pub fn rewind(&mut self, id: SeqId, mark: Mark<E::Tensor>) -> Result<(), EngineError> {
+    /// Keeps the first `keep` positions `id` was fed since `mark` and undoes the rest.
+    pub fn rewind(&mut self, id: SeqId, mark: Mark<E::Tensor>, keep: usize) -> Result<(), EngineError> {
         let st = self.seqs.get_mut(id.0).and_then(Option::as_mut).ok_or(EngineError::Unknown(id))?;
-        Ok(st.rewind(&mut self.ex, mark)?)
+        Ok(st.rewind(&mut self.ex, mark, keep)?)
     }
 
     /// Runs one round: every work item's input through one forward (sequences in work order); returns each item's logits `[rows, vocab]` (f32).
@@ -166,6 +193,21 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
             self.seqs[w.seq.0] = Some(st);
         }
         result
+    }
+
+    /// Whether `id`'s rings hold what a draft at its position attends to.
+    pub fn can_draft(&self, id: SeqId) -> bool {
+        self.drafts && self.state(id).is_ok_and(|st| st.can_draft(self.model.cfg.sliding_window))
+    }
+
+    /// Drafts one block for each `(sequence, token sampled at its position)` in one pass; the states are read, not changed.
+    pub fn draft(&mut self, items: &[(SeqId, u32)], taps: &mut Taps<f32>) -> Result<Vec<Draft>, EngineError> {
+        let mut inputs = Vec::with_capacity(items.len());
+        for &(id, first) in items {
+            let state = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+            inputs.push(DraftInput { state, first });
+        }
+        Ok(draft_batch(&mut self.ex, self.model, &inputs, taps)?)
     }
 
     /// Runs `tokens` of `id` as a round of its own; returns the logits of `rows`, row-major.

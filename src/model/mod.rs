@@ -17,6 +17,6 @@ pub use checkpoint::{absent_groups, load, tensors_to_hold, vision_missing, LoadE
 
 pub use config::{Config, ConfigError, ScoringFunc, VisionConfig, Yarn};
 pub use plan::{LayerMode, LayerPlan, RopeTable};
-pub use state::{CompCache, LayerState, Mark, SeqState, StateError};
+pub use state::{CompCache, DraftRings, LayerState, Mark, SeqState, StateError};
 pub use tiny::{make_tiny, make_tiny_from_file, write_checkpoint, write_checkpoint_values, TinyError, TinySummary, Values};
 pub use crate::weights::{Checkpoint, CheckpointError, Dtype, LoadMode, TensorView, ValueCheck};

@@ -1,10 +1,12 @@
-//! Per-sequence state (spec 6): window rings, compressed KV and index keys at KV sources, the ratio-2 partial group, engram history, position.
+//! Per-sequence state (spec 6): window rings, compressed KV and index keys at KV sources, the ratio-2 partial group, engram history, the DSpark rings, position.
 use crate::exec::{ExecError, Executor};
 use crate::model::{Config, LayerMode, LayerPlan};
 use crate::text::EngramHistory;
 
-/// Magic prefix of serialized state.
-const MAGIC: &[u8; 8] = b"LKSTATE1";
+/// Magic prefix of serialized state (with the DSpark rings section).
+const MAGIC: &[u8; 8] = b"LKSTATE2";
+/// Magic prefix of state written before the DSpark rings (read as rings empty).
+const MAGIC_V1: &[u8; 8] = b"LKSTATE1";
 
 /// The compressed caches a KV source owns.
 pub struct CompCache<T> {
@@ -20,6 +22,16 @@ pub struct CompCache<T> {
     pub partial: Option<T>,
     /// Buffered rows in `partial`: `pos % ratio`.
     pub pending: usize,
+    /// The raw k and g rows `[len, head_dim]` each of the one call fed since a mark (kept only then, for a partial rewind).
+    pub journal: Option<(T, T)>,
+}
+
+/// The DSpark stages' rings `[sliding_window, head_dim]` each (spec 6), fed from main_x at every position from `from` on.
+pub struct DraftRings<T> {
+    /// One ring per stage, slot = position mod window.
+    pub rings: Vec<T>,
+    /// First position fed: the rings hold positions `from..pos`.
+    pub from: usize,
 }
 
 /// One backbone layer's state.
@@ -35,6 +47,7 @@ pub struct Mark<T> {
     pos: usize,
     history: usize,
     layers: Vec<LayerMark<T>>,
+    drafts: Vec<T>,
 }
 
 /// One layer's part of a [`Mark`]: the ring rows to restore, and the cache's rows, pending count and buffered group.
@@ -51,6 +64,34 @@ pub struct SeqState<T> {
     pub history: EngramHistory,
     /// Backbone layers in order.
     pub layers: Vec<LayerState<T>>,
+    /// The DSpark rings, while the sequence can draft.
+    pub drafts: Option<DraftRings<T>>,
+    /// Whether the next call journals its compressor rows (set by a mark).
+    pub journal: bool,
+}
+
+/// Ring rows `pos..pos + len` (at most the ring) saved before a call overwrites them.
+fn saved_rows<E: Executor>(ex: &mut E, ring: &E::Tensor, pos: usize, len: usize) -> Result<Option<E::Tensor>, ExecError> {
+    let slots = ex.dims(ring).0;
+    let idx: Vec<u32> = (pos..pos + len.min(slots)).map(|p| (p % slots.max(1)) as u32).collect();
+    if idx.is_empty() {
+        return Ok(None);
+    }
+    let idx = ex.upload_index(&idx)?;
+    Ok(Some(ex.gather_rows(ring, &idx)?))
+}
+
+/// Writes back the saved rows of positions `pos + keep..` (the first `keep` stay as the call wrote them).
+fn restore_rows<E: Executor>(ex: &mut E, ring: &mut E::Tensor, saved: &E::Tensor, pos: usize, keep: usize) -> Result<(), ExecError> {
+    let n = ex.dims(saved).0;
+    if keep == 0 {
+        ex.ring_write(ring, saved, pos)
+    } else if keep < n {
+        let rest = ex.slice_rows(saved, keep, n - keep)?;
+        ex.ring_write(ring, &rest, pos + keep)
+    } else {
+        Ok(())
+    }
 }
 
 impl<T> SeqState<T> {
@@ -68,13 +109,28 @@ impl<T> SeqState<T> {
                     rows: 0,
                     partial,
                     pending: 0,
+                    journal: None,
                 })
             } else {
                 None
             };
             layers.push(LayerState { window, comp });
         }
-        Ok(SeqState { pos: 0, history: EngramHistory::new(), layers })
+        Ok(SeqState { pos: 0, history: EngramHistory::new(), layers, drafts: None, journal: false })
+    }
+
+    /// Gives the sequence empty DSpark rings fed from its current position on (nothing when it has them).
+    pub fn start_rings<E: Executor<Tensor = T>>(&mut self, ex: &mut E, cfg: &Config) -> Result<(), ExecError> {
+        if self.drafts.is_none() && cfg.has_drafts() {
+            let rings = (0..cfg.num_nextn_predict_layers).map(|_| ex.zeros(cfg.sliding_window, cfg.head_dim)).collect::<Result<_, _>>()?;
+            self.drafts = Some(DraftRings { rings, from: self.pos });
+        }
+        Ok(())
+    }
+
+    /// Whether the rings hold every position a draft after the current one attends to (`pos - window..pos`).
+    pub fn can_draft(&self, window: usize) -> bool {
+        self.pos > 0 && self.drafts.as_ref().is_some_and(|d| d.from <= self.pos.saturating_sub(window))
     }
 
     /// A deep copy on the device: every ring, cache and buffered group copied, so the copy and `self` continue independently.
@@ -89,58 +145,93 @@ impl<T> SeqState<T> {
                     rows: c.rows,
                     partial: c.partial.as_ref().map(|p| ex.copy(p)).transpose()?,
                     pending: c.pending,
+                    journal: None,
                 }),
                 None => None,
             };
             layers.push(LayerState { window: ex.copy(&l.window)?, comp });
         }
-        Ok(SeqState { pos: self.pos, history: self.history.clone(), layers })
+        let drafts = match &self.drafts {
+            Some(d) => Some(DraftRings { rings: d.rings.iter().map(|r| ex.copy(r)).collect::<Result<_, _>>()?, from: d.from }),
+            None => None,
+        };
+        Ok(SeqState { pos: self.pos, history: self.history.clone(), layers, drafts, journal: false })
     }
 
-    /// What [`SeqState::rewind`] needs to undo up to `len` positions fed after now: the ring rows those positions will overwrite, each cache's counts and buffered group, the history's length.
-    pub fn mark<E: Executor<Tensor = T>>(&self, ex: &mut E, len: usize) -> Result<Mark<T>, ExecError> {
+    /// What [`SeqState::rewind`] needs to undo up to `len` positions of the one call fed after now: the ring rows that call will overwrite, each cache's counts and buffered group, the history's length; the call journals its compressor rows.
+    pub fn mark<E: Executor<Tensor = T>>(&mut self, ex: &mut E, len: usize) -> Result<Mark<T>, ExecError> {
         let mut layers = Vec::with_capacity(self.layers.len());
         for l in &self.layers {
-            let slots = ex.dims(&l.window).0;
-            let idx: Vec<u32> = (self.pos..self.pos + len.min(slots)).map(|p| (p % slots.max(1)) as u32).collect();
-            let ring = if idx.is_empty() { None } else {
-                let idx = ex.upload_index(&idx)?;
-                Some(ex.gather_rows(&l.window, &idx)?)
-            };
+            let ring = saved_rows(ex, &l.window, self.pos, len)?;
             let comp = match &l.comp {
                 Some(c) => Some((c.rows, c.pending, c.partial.as_ref().map(|p| ex.copy(p)).transpose()?)),
                 None => None,
             };
             layers.push(LayerMark { ring, comp });
         }
-        Ok(Mark { pos: self.pos, history: self.history.len(), layers })
+        let mut drafts = Vec::new();
+        for r in self.drafts.iter().flat_map(|d| &d.rings) {
+            drafts.extend(saved_rows(ex, r, self.pos, len)?);
+        }
+        self.journal = true;
+        Ok(Mark { pos: self.pos, history: self.history.len(), layers, drafts })
     }
 
-    /// Undoes every position fed since `mark` (at most the `len` it was made for): the state's bytes are again those it had then.
-    pub fn rewind<E: Executor<Tensor = T>>(&mut self, ex: &mut E, mark: Mark<T>) -> Result<(), ExecError> {
-        if mark.layers.len() != self.layers.len() || mark.pos > self.pos {
-            return Err(ExecError::Shape { op: "rewind", problem: format!("a mark at position {} of {} layers for a state at {} of {}", mark.pos, mark.layers.len(), self.pos, self.layers.len()) });
+    /// Keeps the first `keep` positions of the one call fed since `mark` and undoes the rest: the state's bytes are those the kept positions alone would have made.
+    pub fn rewind<E: Executor<Tensor = T>>(&mut self, ex: &mut E, mark: Mark<T>, keep: usize) -> Result<(), ExecError> {
+        let fed = self.pos.checked_sub(mark.pos);
+        let slots = self.layers.first().map_or(0, |l| ex.dims(&l.window).0);
+        let fits = fed.is_some_and(|f| keep <= f && (keep == 0 || f <= slots));
+        if mark.layers.len() != self.layers.len() || !fits {
+            return Err(ExecError::Shape { op: "rewind", problem: format!("keep {keep} of a call from position {} of {} layers, for a state at {} of {} layers with {slots} ring slots", mark.pos, mark.layers.len(), self.pos, self.layers.len()) });
+        }
+        let at = mark.pos + keep;
+        if at == self.pos {
+            self.release();
+            return Ok(());
         }
         for (l, m) in self.layers.iter_mut().zip(mark.layers) {
             if let Some(rows) = &m.ring {
-                ex.ring_write(&mut l.window, rows, mark.pos)?;
+                restore_rows(ex, &mut l.window, rows, mark.pos, keep)?;
             }
             if let (Some(c), Some((rows, pending, partial))) = (l.comp.as_mut(), m.comp) {
-                ex.truncate_rows(&mut c.kv, rows)?;
-                ex.truncate_rows(&mut c.index_keys, rows)?;
-                c.rows = rows;
-                c.pending = pending;
-                if partial.is_some() {
-                    c.partial = partial;
+                let kept = (at / c.ratio.max(1)).clamp(rows, c.rows);
+                ex.truncate_rows(&mut c.kv, kept)?;
+                ex.truncate_rows(&mut c.index_keys, kept)?;
+                c.rows = kept;
+                if let Some(mut p) = partial {
+                    if keep > 0 {
+                        let (k, g) = c.journal.as_ref().ok_or_else(|| ExecError::Shape { op: "rewind", problem: "no journal of the call since the mark".into() })?;
+                        let (k, g) = (ex.slice_rows(k, 0, keep)?, ex.slice_rows(g, 0, keep)?);
+                        ex.compress_pool(&k, &g, &mut p, pending, c.ratio)?;
+                    }
+                    c.partial = Some(p);
                 }
+                c.pending = if c.partial.is_some() { at % c.ratio } else { pending };
             }
         }
-        self.history.truncate(mark.history);
-        self.pos = mark.pos;
+        self.release();
+        if let Some(d) = self.drafts.as_mut() {
+            for (r, saved) in d.rings.iter_mut().zip(&mark.drafts) {
+                restore_rows(ex, r, saved, mark.pos, keep)?;
+            }
+        }
+        self.history.truncate(mark.history + keep);
+        self.pos = at;
         Ok(())
     }
 
-    /// The state as bytes: position, engram history, then per layer the ring, compressed rows, index keys and buffered rows (f32 LE).
+    /// Stops journaling and forgets the journal (a mark's window was kept whole).
+    fn release(&mut self) {
+        self.journal = false;
+        for l in &mut self.layers {
+            if let Some(c) = l.comp.as_mut() {
+                c.journal = None;
+            }
+        }
+    }
+
+    /// The state as bytes: position, engram history, per layer the ring, compressed rows, index keys and buffered rows, then the DSpark rings (count, first position fed, each ring; count 0 when empty) (f32 LE).
     pub fn to_bytes<E: Executor<Tensor = T>>(&self, ex: &mut E) -> Result<Vec<u8>, ExecError> {
         let mut b = MAGIC.to_vec();
         b.extend((self.pos as u64).to_le_bytes());
@@ -162,6 +253,16 @@ impl<T> SeqState<T> {
                 }
             }
         }
+        match &self.drafts {
+            None => b.extend(0u64.to_le_bytes()),
+            Some(d) => {
+                b.extend((d.rings.len() as u64).to_le_bytes());
+                b.extend((d.from as u64).to_le_bytes());
+                for r in &d.rings {
+                    put(&mut b, &ex.read(r)?);
+                }
+            }
+        }
         Ok(b)
     }
 
@@ -178,13 +279,15 @@ impl<T> SeqState<T> {
                 n += size(&c.kv) + size(&c.index_keys) + c.partial.as_ref().map_or(0, size);
             }
         }
-        n
+        n + self.drafts.iter().flat_map(|d| &d.rings).map(size).sum::<usize>()
     }
 
     /// The state [`SeqState::to_bytes`] wrote, uploaded to `ex`; refused when the bytes do not fit `plan`'s layout.
     pub fn from_bytes<E: Executor<Tensor = T>>(ex: &mut E, cfg: &Config, plan: &[LayerPlan], bytes: &[u8]) -> Result<SeqState<T>, StateError> {
         let mut r = Reader { b: bytes, at: 0 };
-        if r.take(8)? != MAGIC {
+        let magic = r.take(8)?;
+        let with_rings = magic == MAGIC;
+        if !with_rings && magic != MAGIC_V1 {
             return Err(StateError::Format("not a lockstep state (bad magic)".into()));
         }
         let pos = r.u64()? as usize;
@@ -212,16 +315,30 @@ impl<T> SeqState<T> {
                     if pending >= c.ratio.max(1) || rows * c.ratio + pending != pos {
                         return Err(StateError::Format(format!("layer {i}: {rows} compressed rows and {pending} pending do not make position {pos} at ratio {}", c.ratio)));
                     }
-                    Some(CompCache { ratio: c.ratio, kv, index_keys, rows, partial, pending })
+                    Some(CompCache { ratio: c.ratio, kv, index_keys, rows, partial, pending, journal: None })
                 }
                 None => None,
             };
             layers.push(LayerState { window, comp });
         }
+        let n = if with_rings { r.u64()? as usize } else { 0 };
+        let drafts = if n == 0 {
+            None
+        } else {
+            if n != cfg.num_nextn_predict_layers {
+                return Err(StateError::Format(format!("{n} DSpark rings for a model of {} stages", cfg.num_nextn_predict_layers)));
+            }
+            let from = r.u64()? as usize;
+            if from > pos {
+                return Err(StateError::Format(format!("DSpark rings fed from position {from}, after the state's {pos}")));
+            }
+            let rings = (0..n).map(|s| r.rows(ex, cfg.head_dim, Some(cfg.sliding_window), s, "DSpark ring")).collect::<Result<_, _>>()?;
+            Some(DraftRings { rings, from })
+        };
         if r.at != bytes.len() {
-            return Err(StateError::Format(format!("{} bytes after the last layer", bytes.len() - r.at)));
+            return Err(StateError::Format(format!("{} bytes after the last section", bytes.len() - r.at)));
         }
-        Ok(SeqState { pos, history, layers })
+        Ok(SeqState { pos, history, layers, drafts, journal: false })
     }
 }
 

@@ -387,9 +387,8 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         lane.speculative.rounds += usize::from(k > 0);
         lane.speculative.drafted += k;
         lane.speculative.accepted += j;
-        lane.replay = if j < k { w.tokens[..w.replayed + 1 + j].to_vec() } else { Vec::new() };
-        if let (true, Some(mark)) = (j < k, w.mark) {
-            if let Err(e) = self.engine.rewind(seq, mark) {
+        if let Some(mark) = w.mark {
+            if let Err(e) = self.engine.rewind(seq, mark, w.replayed + 1 + j) {
                 return self.fail_round(&[(at, 0, w.tokens.len())], e);
             }
         }

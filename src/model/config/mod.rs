@@ -362,6 +362,11 @@ impl Config {
         self.num_hidden_layers + self.num_nextn_predict_layers
     }
 
+    /// Whether the model drafts: DSpark stages, a block and target layers.
+    pub fn has_drafts(&self) -> bool {
+        self.num_nextn_predict_layers > 0 && self.dspark_block_size > 0 && !self.dspark_target_layer_ids.is_empty()
+    }
+
     /// Routed experts and experts per token of `layer_id` (DSpark stages use their own bank).
     pub fn moe_shape(&self, layer_id: usize) -> (usize, usize) {
         if layer_id < self.num_hidden_layers {

@@ -100,6 +100,7 @@ fn compress<E: Executor>(
             let partial = comp.partial.as_mut().ok_or_else(|| ForwardError::Input(format!("layer {l}: no partial group")))?;
             let p = ex.compress_pool(ki.get(), gi.get(), partial, comp.pending, r)?;
             comp.pending = end % r;
+            comp.journal = if sc.journal { Some((ki.owned(ex)?, gi.owned(ex)?)) } else { None };
             if n > 0 {
                 pooled.push(p);
             }

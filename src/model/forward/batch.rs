@@ -26,6 +26,8 @@ pub(crate) struct SeqCtx<T> {
     pub topk: Vec<Option<T>>,
     /// Candidate mask published by the candidate source for this sequence.
     pub candidates: Option<T>,
+    /// Whether this call journals the sequence's compressor rows (a mark was made).
+    pub journal: bool,
 }
 
 /// A sequence's rows of a round tensor: the tensor itself when the round has one sequence, else a copy of its rows.
@@ -42,6 +44,14 @@ impl<T> Part<'_, T> {
         match self {
             Part::Whole(t) => t,
             Part::Rows(t) => t,
+        }
+    }
+
+    /// The rows as a tensor of their own (the whole tensor copied).
+    pub fn owned<E: Executor<Tensor = T>>(self, ex: &mut E) -> Result<T, ExecError> {
+        match self {
+            Part::Whole(t) => ex.copy(t),
+            Part::Rows(t) => Ok(t),
         }
     }
 }

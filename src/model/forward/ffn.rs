@@ -3,22 +3,22 @@ use super::{tap, ForwardError, Model};
 use crate::exec::{ExecError, Executor, Out, Stack};
 use crate::model::taps::Taps;
 
-/// MoE of layer `l` on the normed input `x` `[S, D]` (`image` marks image-span rows, routed with `bias_vl`); returns `[S, D]` (bf16).
-pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, x: &E::Tensor, image: &[bool], taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
+/// MoE of layer `l` (backbone or DSpark stage) on the normed input `x` `[S, D]` (`image` marks image-span rows, routed with `bias_vl`), taps under `name`; returns `[S, D]` (bf16).
+pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, name: &str, x: &E::Tensor, image: &[bool], taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
     let plan = &m.plan[l];
     let f = format!("{}.ffn", plan.prefix());
     let limit = m.swiglu_limit();
     let logits = ex.linear(x, &format!("{f}.gate"), Out::F32)?;
-    let bias_vl = m.cfg.vision.is_some().then(|| format!("{f}.gate.bias_vl"));
+    let bias_vl = (m.cfg.vision.is_some() && plan.dspark_stage.is_none()).then(|| format!("{f}.gate.bias_vl"));
     let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), bias_vl.as_deref(), image, &m.route(plan))?;
-    tap(ex, taps, format!("L{l}.ffn.gate_idx"), &ids)?;
-    tap(ex, taps, format!("L{l}.ffn.gate_w"), &w)?;
+    tap(ex, taps, format!("{name}.ffn.gate_idx"), &ids)?;
+    tap(ex, taps, format!("{name}.ffn.gate_w"), &w)?;
     let g = ex.linear(x, &format!("{f}.shared_experts.w1"), Out::Bf16)?;
     let u = ex.linear(x, &format!("{f}.shared_experts.w3"), Out::Bf16)?;
     let a = ex.swiglu(&g, &u, None, limit)?;
     let shared = ex.linear(&a, &format!("{f}.shared_experts.w2"), Out::Bf16)?;
-    let y = routed_experts(ex, x, &ids, &w, &shared, &format!("{f}.experts"), m.cfg.n_routed_experts, limit)?;
-    tap(ex, taps, format!("L{l}.ffn.out"), &y)?;
+    let y = routed_experts(ex, x, &ids, &w, &shared, &format!("{f}.experts"), plan.n_routed_experts, limit)?;
+    tap(ex, taps, format!("{name}.ffn.out"), &y)?;
     Ok(y)
 }
 

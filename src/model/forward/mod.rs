@@ -1,11 +1,13 @@
 //! The DeepSeek-V4.1 forward written once over the Executor trait: embed, engram, mHC sites, attention, MoE, final collapse, norm and head.
 mod attn;
 mod batch;
+pub mod dspark;
 mod engram;
 mod ffn;
 mod model;
 
 pub use batch::SeqInput;
+pub use dspark::{draft_batch, Draft, DraftInput};
 pub use attn::wo_a;
 pub use ffn::{routed_experts, EXPERT_MATRICES};
 pub use model::Model;
@@ -90,7 +92,7 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
     let (mut seq_ctx, mut positions, mut tokens) = (Vec::new(), Vec::new(), Vec::new());
     for q in seqs.iter() {
         let (start, len) = (q.state.pos, q.tokens.len());
-        seq_ctx.push(SeqCtx { start, len, row: tokens.len(), topk: (0..cfg.num_hidden_layers).map(|_| None).collect(), candidates: None });
+        seq_ctx.push(SeqCtx { start, len, row: tokens.len(), topk: (0..cfg.num_hidden_layers).map(|_| None).collect(), candidates: None, journal: q.state.journal });
         positions.extend(start..start + len);
         tokens.extend_from_slice(q.tokens);
     }
@@ -108,6 +110,8 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
     let mix_dim = m.hc().mix_dim();
     let one_hot: Vec<f32> = (0..s * mix_dim).map(|i| if i % mix_dim == 0 { 1.0 } else { 0.0 }).collect();
     let mut pre = ex.upload(s, mix_dim, &one_hot)?;
+    let feeding = cfg.has_drafts() && seqs.iter().any(|q| q.state.drafts.is_some());
+    let mut feats: Vec<Option<E::Tensor>> = cfg.dspark_target_layer_ids.iter().map(|_| None).collect();
     let mut layers: Vec<&mut [LayerState<E::Tensor>]> = seqs.iter_mut().map(|q| q.state.layers.as_mut_slice()).collect();
     for l in 0..cfg.num_hidden_layers {
         let plan = &m.plan[l];
@@ -115,6 +119,9 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         if let Some(li) = plan.engram {
             h = engram::engram(ex, m, &p, li, &hash_ids, s, &h)?;
             tap(ex, taps, format!("L{l}.engram"), &h)?;
+        }
+        if let (true, Some(t)) = (feeding, plan.dspark_target) {
+            feats[t] = Some(dspark::feature(ex, m, &h)?);
         }
         let mix_a = ex.hc_mixes(&h, &m.hc_site(&p, "attn"), &m.hc())?;
         let x = ex.hc_collapse(&h, &pre, hc)?;
@@ -127,10 +134,16 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         let x = ex.hc_collapse(&h, &mix_a, hc)?;
         let x = ex.rmsnorm(&x, &format!("{p}.ffn_norm"), m.eps(), Out::Bf16)?;
         tap(ex, taps, format!("L{l}.ffn.x"), &x)?;
-        let y = ffn::moe(ex, m, l, &x, &text_only, taps)?;
+        let y = ffn::moe(ex, m, l, &format!("L{l}"), &x, &text_only, taps)?;
         h = ex.hc_expand(&y, &h, &mix_f, hc)?;
         tap(ex, taps, format!("L{l}.h_ffn"), &h)?;
         pre = mix_f;
+    }
+    if feeding {
+        let feats = feats.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| ForwardError::Input("a DSpark target layer is outside the model".into()))?;
+        let rows: Vec<(usize, usize, usize)> = ctx.seqs.iter().map(|c| (c.row, c.len, c.start)).collect();
+        let mut states: Vec<&mut SeqState<E::Tensor>> = seqs.iter_mut().map(|q| &mut *q.state).collect();
+        dspark::feed_rings(ex, m, &feats, &mut states, &rows, &ctx.cs_main, taps)?;
     }
     let x = ex.hc_collapse(&h, &pre, hc)?;
     let x = ex.rmsnorm(&x, "norm", m.eps(), Out::Bf16)?;
