@@ -1,5 +1,5 @@
-//! Accuracy of the f32 CPU oracle against the float64 reference, stage by stage with teacher forcing: each reference stage runs on the oracle's recorded inputs.
-use lockstep::engine::Session;
+//! Accuracy of the f32 CPU oracle against the float64 reference, stage by stage with teacher forcing: each reference stage runs on the oracle's recorded inputs, the backbone's and the DSpark draft head's (ring feeding on every call, a draft after every decode step).
+use lockstep::engine::Engine;
 use lockstep::exec::CpuExecutor;
 use lockstep::model::forward::{LogitRows, Model as OracleModel};
 use lockstep::model::reference::{quant::bf16, Forcing, Model};
@@ -49,15 +49,21 @@ struct Tally {
     worst: f64,
 }
 
+/// Whether `l` names a backbone layer (`L3`) or a draft stage (`S1`).
+fn numbered(l: &str) -> bool {
+    (l.starts_with('L') || l.starts_with('S')) && l[1..].parse::<usize>().is_ok()
+}
+
 fn class(name: &str) -> (String, Kind) {
-    let stage = name.split_once('.').map_or(name, |(l, rest)| if l.starts_with('L') { rest } else { name });
+    let stage = name.split_once('.').map_or(name, |(l, rest)| if numbered(l) { rest } else { name });
     let kind = match stage {
-        "attn.kv" | "attn.comp" | "attn.index_keys" => Kind::Qat,
-        "attn.topk" | "ffn.gate_idx" => Kind::Select,
-        "engram" | "attn.q" | "attn.out" | "ffn.out" => Kind::Bf16Quant,
+        "attn.kv" | "attn.comp" | "attn.index_keys" | "ring_kv" => Kind::Qat,
+        "attn.topk" | "ffn.gate_idx" | "D.tokens" => Kind::Select,
+        "engram" | "attn.q" | "attn.out" | "ffn.out" | "D.main_x" => Kind::Bf16Quant,
         _ => Kind::Bf16,
     };
-    (stage.to_string(), kind)
+    let prefix = if name.starts_with('S') && numbered(name.split('.').next().unwrap_or("")) { "draft " } else { "" };
+    (format!("{prefix}{stage}"), kind)
 }
 
 fn to_f64(t: &Taps<f32>) -> Taps<f64> {
@@ -73,8 +79,9 @@ fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forc
     let map = TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32);
     let reference = Model::with_token_map(&cfg, &ck, map.clone()).unwrap();
     let oracle = OracleModel::new(cfg.clone(), &ck, map).unwrap();
-    let mut session = Session::new(CpuExecutor::new(&ck), &oracle).unwrap();
-    let mut st = reference.new_state();
+    let mut engine = Engine::new(CpuExecutor::new(&ck), &oracle).with_drafts(true);
+    let seq = engine.add().unwrap();
+    let mut st = reference.new_drafting_state();
     let mut s = 0x853c_49e6_748f_ea9bu64;
     let prompt: Vec<u32> = (0..64).map(|_| {
         s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -87,20 +94,21 @@ fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forc
         let ids = calls[step].clone();
         let mut otaps = Taps::on();
         let rows = if step == 0 { LogitRows::All } else { LogitRows::Last };
-        let logits = session.run(&ids, rows, &mut otaps).unwrap();
+        let logits = engine.run(seq, &ids, rows, &mut otaps).unwrap();
         let last = &logits[logits.len() - v..];
-        calls.push(vec![(0..v).fold(0, |b, i| if last[i] > last[b] { i } else { b }) as u32]);
+        let next = (0..v).fold(0, |b, i| if last[i] > last[b] { i } else { b }) as u32;
+        calls.push(vec![next]);
         let mut forcing = Forcing { oracle: to_f64(&otaps), ..Forcing::default() };
         let mut rtaps = Taps::on();
         reference.forward_forced(&mut st, &ids, None, &mut rtaps, &mut forcing).unwrap();
-        for r in &rtaps.list {
-            let Some(o) = forcing.oracle.get(&r.name) else { continue };
-            assert_eq!((o.rows, o.cols), (r.rows, r.cols), "{}: shape", r.name);
-            let raw = forcing.raw.get(&r.name).map(|t| t.data.as_slice());
-            let (stage, kind) = class(&r.name);
-            let t = &mut tallies.entry(stage.clone()).or_insert((kind, Tally::default())).1;
-            compare(&reference, &forcing.oracle, &r.name, &stage, kind, &r.data, raw, &o.data, o.cols, t);
-        }
+        tally_call(&reference, &rtaps, &forcing, &mut tallies);
+        let mut dtaps = Taps::on();
+        engine.draft(&[(seq, next)], &mut dtaps).unwrap();
+        let mut forcing = Forcing { oracle: to_f64(&dtaps), ..Forcing::default() };
+        let mut rtaps = Taps::on();
+        reference.draft_forced(&st, next, &mut rtaps, &mut forcing).unwrap();
+        assert!(forcing.missing.is_empty(), "draft stages the oracle lacks: {:?}", forcing.missing);
+        tally_call(&reference, &rtaps, &forcing, &mut tallies);
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("{:<18} {:>9} {:>8} {:>8} {:>12}", "stage", "elements", "flips", "beyond", "worst margin");
@@ -118,8 +126,27 @@ fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forc
             failures.push(format!("{stage}: {} flips, {} beyond the bound of {} elements", t.flips, t.beyond, t.elems));
         }
     }
-    assert!(tallies.len() >= 15, "too few stages compared: {:?}", tallies.keys().collect::<Vec<_>>());
+    assert!(tallies.len() >= 15 + 20, "too few stages compared: {:?}", tallies.keys().collect::<Vec<_>>());
+    assert!(tallies.contains_key("draft ring_kv") && tallies.contains_key("D.confidence") && tallies.contains_key("draft attn.o"), "draft stages missing: {:?}", tallies.keys().collect::<Vec<_>>());
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Compares every tap of one call with the oracle's.
+fn tally_call(reference: &Model, rtaps: &Taps<f64>, forcing: &Forcing, tallies: &mut BTreeMap<String, (Kind, Tally)>) {
+    for r in &rtaps.list {
+        let Some(o) = forcing.oracle.get(&r.name) else { continue };
+        assert_eq!((o.rows, o.cols), (r.rows, r.cols), "{}: shape", r.name);
+        let raw = forcing.raw.get(&r.name).map(|t| t.data.as_slice());
+        let (stage, kind) = class(&r.name);
+        let t = &mut tallies.entry(stage.clone()).or_insert((kind, Tally::default())).1;
+        compare(reference, &forcing.oracle, &r.name, &stage, kind, &r.data, raw, &o.data, o.cols, t);
+    }
+}
+
+/// The rows of tap `name` that line up with the last `rows` rows of a `rows`-row tap.
+fn tail_rows<'a>(oracle: &'a Taps<f64>, name: &str, rows: usize) -> Option<(&'a [f64], usize)> {
+    let t = oracle.get(name)?;
+    (t.rows >= rows).then(|| (&t.data[(t.rows - rows) * t.cols..], t.cols))
 }
 
 /// Compares one tap: flips (oracle differs from the reference's rounded or quantized value; none for f32 outputs), beyond-bound counts, worst margin.
@@ -138,21 +165,44 @@ fn compare(m: &Model, oracle: &Taps<f64>, name: &str, stage: &str, kind: Kind, r
             t.elems += reff.len();
             t.flips += reff.iter().zip(o).filter(|(a, b)| a != b).count();
         }
-        _ if stage == "logits" || stage == "ffn.gate_w" => {
-            let layer = name.split('.').next().and_then(|l| l.strip_prefix('L')).and_then(|l| l.parse::<usize>().ok());
-            let (xname, lin) = match layer {
-                Some(l) => (format!("L{l}.ffn.x"), &m.layers[l].ffn.gate),
-                None => ("final.x".to_string(), &m.head),
+        _ if stage == "logits" || stage == "ffn.gate_w" || stage == "draft ffn.gate_w" || stage == "D.head" => {
+            let first = name.split('.').next().unwrap_or("");
+            let index = first[1..].parse::<usize>().ok().filter(|_| numbered(first));
+            let ds = m.dspark.as_ref();
+            let (xname, lin) = match (stage, index) {
+                ("ffn.gate_w", Some(l)) => (format!("L{l}.ffn.x"), &m.layers[l].ffn.gate),
+                ("draft ffn.gate_w", Some(k)) => (format!("S{k}.ffn.x"), &ds.expect("draft head").stages[k].ffn.gate),
+                ("D.head", _) => ("D.x_norm".to_string(), &m.head),
+                _ => ("final.x".to_string(), &m.head),
             };
+            let gate = stage.ends_with("gate_w");
             let Some(x) = oracle.get(&xname) else { return };
             let d = cfg.hidden_size;
             for (i, (rr, oo)) in reff.chunks(cols).zip(o.chunks(cols)).enumerate() {
                 let xi = &x.data[x.data.len() - (reff.len() / cols - i) * d..][..d];
                 let mags = lin.abs_terms(xi);
-                let zmax = if layer.is_some() { mags.iter().fold(0.0f64, |a, &b| a.max(b)) } else { 0.0 };
+                let zmax = if gate { mags.iter().fold(0.0f64, |a, &b| a.max(b)) } else { 0.0 };
                 for (j, (&a, &b)) in rr.iter().zip(oo).enumerate() {
-                    let bound = if layer.is_some() { a.abs() * (gamma(depth(d)) * zmax + 16.0 * U) } else { gamma(depth(d)) * mags[j] + U * a.abs() };
+                    let bound = if gate { a.abs() * (gamma(depth(d)) * zmax + 16.0 * U) } else { gamma(depth(d)) * mags[j] + U * a.abs() };
                     tally(t, (a - b).abs(), bound, false);
+                }
+            }
+        }
+        _ if stage == "D.logits" || stage == "D.confidence" => {
+            let ds = m.dspark.as_ref().expect("draft head");
+            let rows = reff.len() / cols;
+            let (Some((xn, d)), Some((e, r)), Some((xc, _))) = (tail_rows(oracle, "D.x_norm", rows), tail_rows(oracle, "D.markov_e", rows), tail_rows(oracle, "D.x", rows)) else { return };
+            for (i, (rr, oo)) in reff.chunks(cols).zip(o.chunks(cols)).enumerate() {
+                let ei = &e[i * r..(i + 1) * r];
+                let mags: Vec<f64> = if stage == "D.logits" {
+                    let (h, b) = (m.head.abs_terms(&xn[i * d..(i + 1) * d]), ds.markov_head.abs_terms(ei));
+                    h.iter().zip(&b).map(|(h, b)| gamma(depth(d)) * h + gamma(depth(r)) * b).collect()
+                } else {
+                    let joined: Vec<f64> = xc[i * d..(i + 1) * d].iter().chain(ei).copied().collect();
+                    ds.confidence.abs_terms(&joined).iter().map(|a| gamma(depth(d + r)) * a).collect()
+                };
+                for ((&a, &b), mag) in rr.iter().zip(oo).zip(&mags) {
+                    tally(t, (a - b).abs(), mag + 2.0 * U * a.abs(), false);
                 }
             }
         }

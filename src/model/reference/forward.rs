@@ -18,14 +18,19 @@ pub struct Forcing {
 }
 
 /// Records stages and applies forcing.
-struct Rec<'a> {
-    taps: &'a mut Taps<f64>,
-    force: Option<&'a mut Forcing>,
+pub(super) struct Rec<'a> {
+    pub taps: &'a mut Taps<f64>,
+    pub force: Option<&'a mut Forcing>,
 }
 
 impl Rec<'_> {
+    /// The oracle's tap `name` when forcing and recorded.
+    pub fn forced(&self, name: &str) -> Option<&Tap<f64>> {
+        self.force.as_deref().and_then(|f| f.oracle.get(name))
+    }
+
     /// Records `value` (`cols` wide) under `name` and returns what flows on: the oracle's value when forcing, else `value`.
-    fn stage(&mut self, name: String, cols: usize, value: Vec<f64>, raw: Option<Vec<f64>>) -> Vec<f64> {
+    pub fn stage(&mut self, name: String, cols: usize, value: Vec<f64>, raw: Option<Vec<f64>>) -> Vec<f64> {
         let rows = if cols == 0 { 0 } else { value.len() / cols };
         self.taps.record(name.clone(), rows, cols, &value);
         let Some(f) = self.force.as_deref_mut() else { return value };
@@ -49,7 +54,7 @@ struct Shared {
 }
 
 /// Concatenates per-token vectors.
-fn cat(rows: impl IntoIterator<Item = Vec<f64>>) -> Vec<f64> {
+pub(super) fn cat(rows: impl IntoIterator<Item = Vec<f64>>) -> Vec<f64> {
     rows.into_iter().flatten().collect()
 }
 
@@ -92,6 +97,8 @@ impl Model {
         let mut m: Vec<Vec<f64>> = (0..s).map(|_| (0..hc).map(|i| if i == 0 { 1.0 } else { 0.0 }).collect()).collect();
         let mut shared = Shared { topk: vec![None; self.layers.len()], candidates: None };
         let w = hc * d;
+        let feeding = st.feeding && self.dspark.is_some();
+        let mut feats = Vec::new();
         for (l, layer) in self.layers.iter().enumerate() {
             if let (Some(e), Some(hasher)) = (&layer.engram, &self.hasher) {
                 let (per, cols) = (hasher.ids_per_position(), cfg.engram_hash_cols());
@@ -100,6 +107,9 @@ impl Model {
                     .collect();
                 let raw = cat(traces.into_iter().map(|t| t.raw));
                 h = rec.stage(format!("L{l}.engram"), w, raw.iter().map(|&v| bf16(v)).collect(), Some(raw));
+            }
+            if feeding && layer.plan.dspark_target.is_some() {
+                feats.push(h.clone());
             }
             let site = |hs: &[f64], site| -> Vec<Mixes> {
                 (0..s).map(|i| mixes(site, &hs[i * w..(i + 1) * w], hc, cfg.hc_sinkhorn_iters, cfg.hc_eps, eps)).collect()
@@ -113,10 +123,13 @@ impl Model {
             let mix_f = site(&h, &layer.hc_ffn);
             let x_raw = cat((0..s).map(|i| rms_norm_raw(&collapse(&h[i * w..(i + 1) * w], &mix_a[i].pre), &layer.ffn_norm, eps)));
             let x = rec.stage(format!("L{l}.ffn.x"), d, x_raw.iter().map(|&v| bf16(v)).collect(), Some(x_raw));
-            let out = self.ffn(l, layer, &x, &image, rec);
+            let out = self.ffn(&format!("L{l}"), layer, &x, &image, rec);
             let raw = cat((0..s).map(|i| expand_raw(&out[i * d..(i + 1) * d], &h[i * w..(i + 1) * w], &mix_f[i])));
             h = rec.stage(format!("L{l}.h_ffn"), w, raw.iter().map(|&v| bf16(v)).collect(), Some(raw));
             m = mix_f.into_iter().map(|x| x.pre).collect();
+        }
+        if feeding {
+            self.feed_rings(st, &feats, p0, rec);
         }
         let x_raw = cat((0..s).map(|i| rms_norm_raw(&collapse(&h[i * w..(i + 1) * w], &m[i]), &self.norm, eps)));
         let x = rec.stage("final.x".into(), d, x_raw.iter().map(|&v| bf16(v)).collect(), Some(x_raw));
@@ -126,20 +139,20 @@ impl Model {
         Ok(logits)
     }
 
-    /// The MoE of one call: router taps, experts on the (possibly forced) routing, `ffn.out`.
-    fn ffn(&self, l: usize, layer: &Layer, x: &[f64], image: &dyn Fn(usize) -> bool, rec: &mut Rec) -> Vec<f64> {
+    /// The MoE of one call (taps under `name`): router taps, experts on the (possibly forced) routing, `ffn.out`.
+    pub(super) fn ffn(&self, name: &str, layer: &Layer, x: &[f64], image: &dyn Fn(usize) -> bool, rec: &mut Rec) -> Vec<f64> {
         let (cfg, d, k) = (&self.cfg, self.cfg.hidden_size, layer.ffn.topk);
         let s = x.len() / d;
         let routes: Vec<_> = (0..s).map(|i| layer.ffn.route(cfg, &x[i * d..(i + 1) * d], image(i))).collect();
         let idx = cat(routes.iter().map(|r| r.idx.iter().map(|&e| e as f64).collect()));
-        let idx = rec.stage(format!("L{l}.ffn.gate_idx"), k, idx, None);
-        let wts = rec.stage(format!("L{l}.ffn.gate_w"), k, cat(routes.into_iter().map(|r| r.weights)), None);
+        let idx = rec.stage(format!("{name}.ffn.gate_idx"), k, idx, None);
+        let wts = rec.stage(format!("{name}.ffn.gate_w"), k, cat(routes.into_iter().map(|r| r.weights)), None);
         let n = layer.ffn.experts.len();
         let raw = cat((0..s).map(|i| {
             let sel: Vec<usize> = idx[i * k..(i + 1) * k].iter().map(|&e| e as usize).filter(|&e| e < n).collect();
             layer.ffn.combine_raw(cfg, &x[i * d..(i + 1) * d], &sel, &wts[i * k..(i + 1) * k])
         }));
-        rec.stage(format!("L{l}.ffn.out"), d, raw.iter().map(|&v| bf16(v)).collect(), Some(raw))
+        rec.stage(format!("{name}.ffn.out"), d, raw.iter().map(|&v| bf16(v)).collect(), Some(raw))
     }
 
     /// The attention of one call at layer `l`: q, window kv, compressor, indexer, sparse attention, output.

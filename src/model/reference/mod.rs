@@ -1,5 +1,6 @@
 //! The float64 reference of DeepSeek-V4.1's text forward (spec 2): the official function with its exact quantization operators and bf16 rounding points, every computation in f64.
 pub mod attention;
+pub mod draft;
 pub mod engram;
 mod forward;
 pub mod index;
@@ -81,6 +82,8 @@ pub struct Model {
     pub token_map: TokenMap,
     /// The n-gram hash of every engram layer.
     pub hasher: Option<NgramHasher>,
+    /// The DSpark draft head, when the model has one.
+    pub dspark: Option<draft::Dspark>,
 }
 
 /// One site's `hc_{site}_fn`, `_base`, `_scale`.
@@ -101,7 +104,7 @@ fn expert(ck: &Checkpoint, cfg: &Config, base: &str, fp4: bool) -> Result<Expert
     Ok(Expert { w1: load(ck, &format!("{base}.w1"), i, d)?, w2: load(ck, &format!("{base}.w2"), d, i)?, w3: load(ck, &format!("{base}.w3"), i, d)? })
 }
 
-/// Loads one backbone layer.
+/// Loads one backbone layer or DSpark stage.
 fn layer(ck: &Checkpoint, cfg: &Config, plan: LayerPlan) -> Result<Layer, ReferenceError> {
     let p = plan.prefix();
     let (d, h, hd, q) = (cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.q_lora_rank);
@@ -210,7 +213,8 @@ impl Model {
             Some(NgramHasher::new(cfg.engram_max_ngram_size, cfg.engram_n_heads, pad, vocab, layers)?)
         };
         let norm = vector(ck, "norm.weight", d)?;
-        Ok(Model { cfg: cfg.clone(), embed, layers, norm, head, token_map, hasher })
+        let dspark = draft::Dspark::load(ck, cfg)?;
+        Ok(Model { cfg: cfg.clone(), embed, layers, norm, head, token_map, hasher, dspark })
     }
 
     /// A fresh per-sequence state at position 0.

@@ -23,11 +23,20 @@ pub struct State {
     pub history: EngramHistory,
     /// Per backbone layer.
     pub layers: Vec<LayerState>,
+    /// Whether calls feed the DSpark rings.
+    pub feeding: bool,
+    /// Each DSpark stage's ring rows after fp8 QAT, one per position so far (a draft reads only the last `sliding_window`).
+    pub rings: Vec<Vec<Vec<f64>>>,
 }
 
 impl State {
     /// An empty state for `n_layers` backbone layers.
     pub fn new(n_layers: usize) -> State {
-        State { pos: 0, history: EngramHistory::new(), layers: vec![LayerState::default(); n_layers] }
+        State { pos: 0, history: EngramHistory::new(), layers: vec![LayerState::default(); n_layers], feeding: false, rings: Vec::new() }
+    }
+
+    /// An empty state that feeds the rings of `stages` DSpark stages.
+    pub fn drafting(n_layers: usize, stages: usize) -> State {
+        State { feeding: true, rings: vec![Vec::new(); stages], ..State::new(n_layers) }
     }
 }
