@@ -73,7 +73,7 @@ fn greedy_and_seeded_runs_give_the_same_hash_and_tap_files_on_cpu_and_gpu() {
 }
 
 #[test]
-fn diff_finds_all_stages_equal_and_names_a_planted_one_ulp_difference() {
+fn diff_finds_all_stages_equal_and_names_a_planted_one_ulp_difference_in_the_backbone_or_the_draft_head() {
     let dir = model_dir("diff");
     let d = dir.0.to_str().expect("utf-8");
     let base = ["diff", "--a", "cpu", "--b", "gpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3"];
@@ -88,8 +88,12 @@ fn diff_finds_all_stages_equal_and_names_a_planted_one_ulp_difference() {
     assert!(!out.status.success(), "a planted difference passed: {stdout}");
     assert!(stdout.contains("first difference: call 0 stage L0.attn.x: 1 of"), "{stdout}");
     assert!(stdout.contains("65536 ulp (1 bf16 ulp)") && stdout.contains("f64 reference error"), "{stdout}");
-    let late = ["diff", "--a", "gpu", "--b", "cpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3", "--perturb-b", "hc_expand:30"];
+    let late = ["diff", "--a", "gpu", "--b", "cpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3", "--perturb-b", "hc_expand:36"];
     let out = lockstep(&late);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success() && stdout.contains("first difference: call 1 stage L6.h_attn: 1 of 256 values"), "{stdout}");
+    let draft = ["diff", "--a", "cpu", "--b", "gpu", "--model", d, "--prompt", PROMPT, "--max-tokens", "3", "--perturb-b", "sparse_attention:9"];
+    let out = lockstep(&draft);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && stdout.contains("first difference: call 0 stage S0.attn.o:") && stdout.contains("f64 reference error"), "{stdout}");
 }

@@ -1,4 +1,4 @@
-//! `lockstep diff`: runs two executors on the same tokens with taps on and names the first stage whose bits differ, with its ulp distance and its error against the f64 reference.
+//! `lockstep diff`: runs two executors on the same tokens with taps on (and, when the model drafts, a draft block after the prompt and every decode step) and names the first stage whose bits differ, with its ulp distance and its error against the f64 reference.
 use crate::cli::run::{gpu_executor, load_model, open_device, Loaded};
 use crate::engine::Session;
 use crate::exec::observe::{Observed, Observer};
@@ -112,6 +112,8 @@ fn compare(call: usize, a: &Tap<f32>, b: &Tap<f32>) -> Option<StageDiff> {
 trait Side {
     /// Runs `tokens` as one forward call with taps on.
     fn call(&mut self, tokens: &[u32]) -> Result<(Vec<f32>, Taps<f32>)>;
+    /// Drafts a block after the sequence's position from `first` with taps on.
+    fn draft(&mut self, first: u32) -> Result<Taps<f32>>;
 }
 
 impl<E: Executor> Side for Session<'_, '_, E> {
@@ -119,6 +121,13 @@ impl<E: Executor> Side for Session<'_, '_, E> {
         let mut taps = Taps::on();
         let logits = self.run(tokens, LogitRows::Last, &mut taps)?;
         Ok((logits, taps))
+    }
+
+    fn draft(&mut self, first: u32) -> Result<Taps<f32>> {
+        let mut taps = Taps::on();
+        let seq = self.seq;
+        self.engine.draft(&[(seq, first)], &mut taps)?;
+        Ok(taps)
     }
 }
 
@@ -168,8 +177,8 @@ impl<E: Executor> Observer<E> for PlantUlp {
 /// A session on `device` (`cpu` or an opened GPU), wrapped in the perturbation hook.
 fn side<'a>(gpu: Option<&'a Gpu>, l: &'a Loaded, model: &'a Model<'a>, device: &str, perturb: Option<&str>) -> Result<Box<dyn Side + 'a>> {
     Ok(match gpu {
-        None => Box::new(Session::new(Perturb::new(CpuExecutor::new(&l.ckpt), perturb)?, model)?),
-        Some(g) => Box::new(Session::new(Perturb::new(gpu_executor(g, &l.ckpt, device)?, perturb)?, model)?),
+        None => Box::new(Session::with_drafts(Perturb::new(CpuExecutor::new(&l.ckpt), perturb)?, model, true)?),
+        Some(g) => Box::new(Session::with_drafts(Perturb::new(gpu_executor(g, &l.ckpt, device)?, perturb)?, model, true)?),
     })
 }
 
@@ -178,16 +187,36 @@ fn max_error(x: &[f32], r: &[f64]) -> f64 {
     x.iter().zip(r).map(|(&v, &w)| (f64::from(v) - w).abs()).fold(0.0, f64::max)
 }
 
-/// Runs the f64 reference over `calls[..=upto]` and returns tap `stage` of the last call.
-fn reference_tap(l: &Loaded, calls: &[Vec<u32>], upto: usize, stage: &str) -> Result<Option<Vec<f64>>> {
+/// Runs the f64 reference over `calls[..=upto]` (then a draft from `draft` when given) and returns tap `stage` of the last call.
+fn reference_tap(l: &Loaded, calls: &[Vec<u32>], upto: usize, draft: Option<u32>, stage: &str) -> Result<Option<Vec<f64>>> {
     let r = reference::Model::with_token_map(&l.cfg, &l.ckpt, l.map.clone())?;
-    let mut st = r.new_state();
+    let mut st = r.new_drafting_state();
     let mut taps = Taps::default();
     for (i, c) in calls.iter().enumerate().take(upto + 1) {
-        taps = if i == upto { Taps::on() } else { Taps::default() };
+        taps = if i == upto && draft.is_none() { Taps::on() } else { Taps::default() };
         r.forward(&mut st, c, None, &mut taps)?;
     }
+    if let Some(first) = draft {
+        taps = Taps::on();
+        r.draft(&st, first, &mut taps)?;
+    }
     Ok(taps.get(stage).map(|t| t.data.clone()))
+}
+
+/// The first tap of `ta` whose bits differ from `tb`'s, with the reference error; the count compared otherwise.
+fn first_difference(l: &Loaded, calls: &[Vec<u32>], i: usize, draft: Option<u32>, ta: &Taps<f32>, tb: &Taps<f32>) -> Result<std::result::Result<usize, StageDiff>> {
+    if ta.list.len() != tb.list.len() {
+        bail!("call {i}: executor a recorded {} taps, b {}", ta.list.len(), tb.list.len());
+    }
+    for (x, y) in ta.list.iter().zip(&tb.list) {
+        if let Some(mut d) = compare(i, x, y) {
+            if let Ok(Some(r)) = reference_tap(l, calls, i, draft, &x.name) {
+                d.reference = (r.len() == x.data.len()).then(|| (max_error(&x.data, &r), max_error(&y.data, &r)));
+            }
+            return Ok(Err(d));
+        }
+    }
+    Ok(Ok(ta.list.len()))
 }
 
 /// Greedy pick: the largest logit, the lower index on ties.
@@ -210,17 +239,18 @@ pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     while i < calls.len() {
         let (la, ta) = a.call(&calls[i]).with_context(|| format!("executor a ({}), call {i}", args.a))?;
         let (_, tb) = b.call(&calls[i]).with_context(|| format!("executor b ({}), call {i}", args.b))?;
-        if ta.list.len() != tb.list.len() {
-            bail!("call {i}: executor a recorded {} taps, b {}", ta.list.len(), tb.list.len());
+        match first_difference(&l, &calls, i, None, &ta, &tb)? {
+            Ok(n) => stages += n,
+            Err(d) => return Ok(DiffOutcome::Differ(d)),
         }
-        for (x, y) in ta.list.iter().zip(&tb.list) {
-            if let Some(mut d) = compare(i, x, y) {
-                if let Ok(Some(r)) = reference_tap(&l, &calls, i, &x.name) {
-                    d.reference = (r.len() == x.data.len()).then(|| (max_error(&x.data, &r), max_error(&y.data, &r)));
-                }
-                return Ok(DiffOutcome::Differ(d));
+        if i + 1 >= prefill && l.cfg.has_drafts() {
+            let first = argmax(&la);
+            let da = a.draft(first).with_context(|| format!("executor a ({}), draft after call {i}", args.a))?;
+            let db = b.draft(first).with_context(|| format!("executor b ({}), draft after call {i}", args.b))?;
+            match first_difference(&l, &calls, i, Some(first), &da, &db)? {
+                Ok(n) => stages += n,
+                Err(d) => return Ok(DiffOutcome::Differ(d)),
             }
-            stages += 1;
         }
         let decoded = i + 1 - prefill;
         if i + 1 >= prefill && decoded < args.max_tokens.min(room) {

@@ -83,7 +83,12 @@ impl<E: Executor> DerefMut for Session<'_, '_, E> {
 impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
     /// A fresh sequence.
     pub fn new(ex: E, model: &'m Model<'c>) -> Result<Self, ExecError> {
-        let mut engine = Engine::new(ex, model);
+        Session::with_drafts(ex, model, false)
+    }
+
+    /// A fresh sequence that feeds the DSpark rings when `drafts` (and the model drafts).
+    pub fn with_drafts(ex: E, model: &'m Model<'c>, drafts: bool) -> Result<Self, ExecError> {
+        let mut engine = Engine::new(ex, model).with_drafts(drafts);
         let seq = engine.add()?;
         Ok(Session { engine, seq })
     }
