@@ -316,25 +316,41 @@ fn a_tokenizer_without_a_v41_only_token_serves_plain_prompts_and_refuses_what_ne
 #[test]
 fn drafted_replies_resumed_or_fresh_equal_undrafted_ones_and_say_what_was_drafted() {
     let (_keep, m) = model("drafts");
-    let body = |draft: bool| {
-        let mut v = completion("one two three one two three one two three", 200, 0.0, None);
+    let body = |draft: bool, temperature: f64| {
+        let mut v = completion("one two three one two three one two three", 60, temperature, Some(3));
         v["draft"] = json!(draft);
+        v["lockstep"]["token_ids"] = json!(true);
         v
     };
     let args = ["--device", "cpu", "--parallel", "2", "--context", "512"];
     let drafting = Server::start(&m, &args);
-    let b = drafting.ok("/v1/completions", &body(false));
-    let a = drafting.ok("/v1/completions", &body(true));
-    assert!(a["lockstep"]["cached_tokens"].as_u64().unwrap_or(0) > 0, "the drafted request resumes the undrafted one's prompt from the cache: {a}");
+    let spec = |v: &Value, k: &str| v["lockstep"]["speculative"][k].as_u64().unwrap_or_else(|| panic!("no speculative.{k} in {v}"));
+    for t in [0.0, 1.0] {
+        let b = drafting.ok("/v1/completions", &body(false, t));
+        let a = drafting.ok("/v1/completions", &body(true, t));
+        assert!(a["lockstep"]["cached_tokens"].as_u64().unwrap_or(0) > 0, "the drafted request resumes the undrafted one's prompt from the cache: {a}");
+        assert_eq!(sha(&a), sha(&b), "T={t}: the draft head's drafts change the reply");
+        assert_eq!(a["lockstep"]["logits_sha"], b["lockstep"]["logits_sha"], "T={t}: logits");
+        assert!(spec(&a, "drafted") > 0 && spec(&b, "drafted") == 0, "T={t}: the draft head drafted {a}, \"draft\": false did not {b}");
+        let reply = b["lockstep"]["token_ids"].clone();
+        for (acceptance, full) in [(1.0, true), (0.5, false)] {
+            let mut f = body(true, t);
+            f["lockstep"]["forced_drafts"] = reply.clone();
+            f["lockstep"]["forced_acceptance"] = json!(acceptance);
+            let r = drafting.ok("/v1/completions", &f);
+            assert_eq!(sha(&r), sha(&b), "T={t}: drafts forced at {acceptance} change the reply");
+            assert_eq!(r["lockstep"]["logits_sha"], b["lockstep"]["logits_sha"], "T={t}: logits with forced drafts");
+            let (rounds, drafted, accepted) = (spec(&r, "rounds"), spec(&r, "drafted"), spec(&r, "accepted"));
+            assert!(rounds > 0 && accepted > 0 && (accepted == drafted) == full, "T={t} forced {acceptance}: {rounds} rounds, {drafted} drafted, {accepted} accepted");
+            assert!(rounds * 2 < 60, "T={t} forced {acceptance}: {rounds} rounds for 60 tokens");
+        }
+    }
     drop(drafting);
     let plain = Server::start(&m, &[&args[..], &["--no-drafts", "--prompt-cache-gib", "0"]].concat());
-    let c = plain.ok("/v1/completions", &body(true));
-    let spec = |v: &Value, k: &str| v["lockstep"]["speculative"][k].as_u64().unwrap_or_else(|| panic!("no speculative.{k} in {v}"));
-    for (v, what) in [(&b, "\"draft\": false"), (&c, "--no-drafts")] {
-        assert_eq!(sha(v), sha(&a), "{what} gives the drafted reply's tokens");
-        assert_eq!(v["lockstep"]["logits_sha"], a["lockstep"]["logits_sha"], "{what} gives the drafted reply's logits");
-        assert_eq!(spec(v, "drafted"), 0, "{what} drafted");
-    }
-    let (rounds, drafted, accepted) = (spec(&a, "rounds"), spec(&a, "drafted"), spec(&a, "accepted"));
-    assert!(rounds > 0 && accepted > 0 && drafted > accepted, "drafts must be accepted and rejected: {rounds} rounds, {drafted} drafted, {accepted} accepted");
+    let c = plain.ok("/v1/completions", &body(true, 1.0));
+    let drafting = Server::start(&m, &args);
+    let a = drafting.ok("/v1/completions", &body(true, 1.0));
+    assert_eq!(sha(&c), sha(&a), "--no-drafts gives the drafted reply's tokens");
+    assert_eq!(c["lockstep"]["logits_sha"], a["lockstep"]["logits_sha"], "--no-drafts gives the drafted reply's logits");
+    assert_eq!(spec(&c, "drafted"), 0, "--no-drafts drafted");
 }

@@ -39,8 +39,10 @@ pub(crate) fn job(state: &AppState, prompt: Vec<u32>, s: &Settings, max_tokens: 
         stop_strings: s.stop.clone(),
         logprobs,
         logits_sha: s.logits_sha,
+        token_ids: s.token_ids,
         skip_special,
         draft: s.draft,
+        forced: s.forced.clone(),
         events: tx,
         arrived: std::time::Instant::now(),
     }

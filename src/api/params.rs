@@ -125,12 +125,16 @@ pub struct Settings {
     pub ignore_eos: bool,
     /// Hash every step's logits.
     pub logits_sha: bool,
+    /// Return the generated token ids.
+    pub token_ids: bool,
     /// Stream with SSE.
     pub stream: bool,
     /// Send usage as the last streamed event.
     pub include_usage: bool,
     /// Whether this stream may draft (`"draft": false` runs it one token a round).
     pub draft: bool,
+    /// Benchmark hook: drafts taken from this expected reply instead of the draft head, right for this fraction of each block.
+    pub forced: Option<crate::serve::Forced>,
 }
 
 /// The fields [`settings`] reads, for the routes' allowed lists.
@@ -180,10 +184,17 @@ pub fn settings(f: &Fields<'_>, stop_name: &str, max_names: &[&str]) -> Result<S
         let o = Fields::nested(v, "stream_options", &["include_usage", "continuous_usage_stats"], f.dialect())?;
         include_usage = o.bool("include_usage")?.unwrap_or(false);
     }
-    let mut logits_sha = false;
+    let (mut logits_sha, mut token_ids, mut forced) = (false, false, None);
     if let Some(v) = f.get("lockstep") {
-        let o = Fields::nested(v, "lockstep", &["logits_sha"], f.dialect())?;
+        let o = Fields::nested(v, "lockstep", &["logits_sha", "token_ids", "forced_drafts", "forced_acceptance"], f.dialect())?;
         logits_sha = o.bool("logits_sha")?.unwrap_or(false);
+        token_ids = o.bool("token_ids")?.unwrap_or(false);
+        if let Some(list) = o.get("forced_drafts") {
+            let bad = || f.err("lockstep", "`lockstep.forced_drafts` must be a list of token ids");
+            let reply = list.as_array().ok_or_else(bad)?.iter().map(|t| t.as_u64().filter(|&t| t <= u64::from(u32::MAX)).map(|t| t as u32).ok_or_else(bad)).collect::<Result<Vec<_>, _>>()?;
+            let acceptance = o.num("forced_acceptance", 0.0, 1.0)?.unwrap_or(1.0);
+            forced = Some(crate::serve::Forced { reply, acceptance });
+        }
     }
     let draft = f.bool("draft")?.unwrap_or(true);
     f.str("user")?;
@@ -192,5 +203,5 @@ pub fn settings(f: &Fields<'_>, stop_name: &str, max_names: &[&str]) -> Result<S
     }
     let filters = Filters { top_k, min_p, presence_penalty, frequency_penalty };
     let sampler = Sampler::with_filters(Sampling::Random { temperature, top_p, seed }, filters).map_err(|e| f.err("temperature", e.to_string()))?;
-    Ok(Settings { sampler, seed, max_tokens, stop, ignore_eos, logits_sha, stream, include_usage, draft })
+    Ok(Settings { sampler, seed, max_tokens, stop, ignore_eos, logits_sha, token_ids, stream, include_usage, draft, forced })
 }

@@ -71,6 +71,9 @@ pub fn lockstep_json(f: &Finish, seed: u64, id: Option<&Identity>) -> Value {
     if let Some(h) = &f.logits_sha {
         v["logits_sha"] = json!(h);
     }
+    if f.token_ids {
+        v["token_ids"] = json!(f.tokens);
+    }
     if let Some(id) = id {
         v["identity"] = id.json();
     }

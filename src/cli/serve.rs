@@ -137,7 +137,8 @@ pub fn device_key(gpu: Option<&Gpu>) -> String {
 /// Bytes of sequence state one lane takes at `context` positions: window rings and partial groups, plus compressed rows and index keys.
 pub fn lane_bytes(cfg: &Config, context: usize) -> u64 {
     let (fixed, per_token) = super::inspect::state_per_lane(cfg);
-    fixed + (per_token * context as f64).ceil() as u64
+    let rings = if cfg.has_drafts() { (cfg.num_nextn_predict_layers * cfg.sliding_window * cfg.head_dim * 4) as u64 } else { 0 };
+    fixed + rings + (per_token * context as f64).ceil() as u64
 }
 
 /// Allocates `bytes` on the device (in buffers no larger than one binding) and frees them: refused with the figures when the memory is not there.
@@ -288,9 +289,10 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     let key = if state.api_key.is_some() { " -H 'Authorization: Bearer $KEY'" } else { "" };
     let ready = format!("ready on http://{addr}; try:\n  curl http://{addr}/v1/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}], \"max_tokens\": 32}}'", state.model.id);
     let warm = Warm { ckpt: &ckpt, t0, bos: cfg.bos_token_id as u32 };
+    let drafts = cfg_host.draft_block > 0;
     match &gpu {
-        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model), warm, &tok, cfg_host, status, rx, &ready),
-        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model), warm, &tok, cfg_host, status, rx, &ready),
+        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model).with_drafts(drafts), warm, &tok, cfg_host, status, rx, &ready),
+        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model).with_drafts(drafts), warm, &tok, cfg_host, status, rx, &ready),
     }
 }
 

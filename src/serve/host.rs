@@ -1,4 +1,4 @@
-//! The lane host: one thread owns the engine; each round drops abandoned jobs, admits queued jobs into free lanes, runs every live stream's rows through one forward, samples each row with its own stream's sampler, and streams the text out.
+//! The lane host: one thread owns the engine; each round drops abandoned jobs, admits queued jobs into free lanes, runs every live stream's rows (a decoding stream's window: its next token and its drafts) through one forward, samples each row with its own stream's sampler, keeps each window's accepted prefix, drafts the next windows, and streams the text out.
 use super::cache::PromptCache;
 use super::job::{Command, Event, FinishReason, Job, JobError};
 use super::lane::{Lane, Step};
@@ -32,9 +32,8 @@ pub struct HostConfig {
     pub draft_block: usize,
 }
 
-/// One decode lane's input this round: tokens fed again after a rewind, the next token, its drafts, and the mark that undoes them.
+/// One decode lane's input this round: the next token, its drafts, and the mark that undoes them.
 struct Window<E: Executor> {
-    replayed: usize,
     tokens: Vec<u32>,
     drafts: Vec<u32>,
     mark: Option<crate::model::Mark<E::Tensor>>,
@@ -50,6 +49,7 @@ pub struct Host<'t, 'm, 'c, E: Executor> {
     cache: PromptCache<SeqId>,
     status: Arc<Mutex<Status>>,
     drain: Option<Instant>,
+    pace: super::pace::Pace,
 }
 
 /// A failure that ends serving (the device is lost).
@@ -61,7 +61,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// A host with no jobs; loads the snapshots of `cfg.snapshots` into the prompt cache (refused files are logged and left).
     pub fn new(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>) -> Self {
         let cache = PromptCache::new(cfg.cache_bytes);
-        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None };
+        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace: super::pace::Pace::default() };
         h.load_snapshots();
         h.publish();
         h
@@ -178,7 +178,8 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 st.cache_hits += cached as u64;
             }
             let _ = job.events.send(Event::Started { cached_tokens: cached });
-            self.lanes.push(Lane::new(job, seq, cached, ready));
+            let pace = self.pace.start();
+            self.lanes.push(Lane::new(job, seq, cached, ready, pace));
         }
     }
 
@@ -262,23 +263,26 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
     }
 
-    /// One forward over every lane's rows: decode windows first (a rewound window's accepted tokens, the next token, its drafts), then prompt chunks within `round_tokens`.
+    /// One forward over every lane's rows: decode windows first (the next token and its drafts), then prompt chunks within `round_tokens`; then the windows are checked and the next drafts made.
     fn round(&mut self) -> Result<(), Lost> {
+        let t0 = Instant::now();
         let mut budget = self.cfg.round_tokens.max(1);
         let mut plan: Vec<(usize, usize, usize)> = Vec::new();
         let mut windows: Vec<Window<E>> = Vec::new();
-        for (i, l) in self.lanes.iter().enumerate() {
+        let slots = self.engine.model.cfg.sliding_window;
+        for (i, l) in self.lanes.iter_mut().enumerate() {
             let Some(next) = l.next else { continue };
             let room = l.job.max_tokens.saturating_sub(l.tokens.len() + 1).min(self.cfg.context.saturating_sub(l.position() + 1));
-            let k = if l.job.draft { self.cfg.draft_block.min(room) } else { 0 };
-            let drafts = super::draft::lookup(&l.job.prompt, &l.tokens, k);
-            let mut tokens = l.replay.clone();
-            tokens.push(next);
+            let mut drafts = std::mem::take(&mut l.proposed);
+            drafts.truncate(room.min(slots.saturating_sub(1)));
+            let mut tokens = vec![next];
             tokens.extend(&drafts);
             plan.push((i, 0, tokens.len()));
             budget = budget.saturating_sub(tokens.len());
-            windows.push(Window { replayed: l.replay.len(), tokens, drafts, mark: None });
+            windows.push(Window { tokens, drafts, mark: None });
         }
+        let decode_only = self.lanes.iter().all(|l| !l.prefilling());
+        let drafted = windows.iter().any(|w| !w.drafts.is_empty());
         for (i, l) in self.lanes.iter().enumerate() {
             if l.prefilling() && budget > 0 {
                 let n = (l.job.prompt.len() - l.fed).min(budget);
@@ -359,17 +363,21 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         for (seq, v, w) in checked {
             self.check_window(seq, &v, w)?;
         }
+        self.propose()?;
+        if decode_only {
+            self.pace.timed(t0.elapsed(), drafted);
+        }
         Ok(())
     }
 
-    /// Commits a window's rows in order while each chosen token equals the draft fed after it; on a mismatch the window is rewound and its accepted tokens wait to be fed again.
+    /// Commits a window's rows in order while each chosen token equals the draft fed after it; the state keeps the committed rows and forgets the rest.
     fn check_window(&mut self, seq: SeqId, v: &[f32], w: Window<E>) -> Result<(), Lost> {
         let vocab = v.len() / w.tokens.len().max(1);
         let k = w.drafts.len();
         let mut j = 0;
         loop {
             let Some(at) = self.lanes.iter().position(|l| l.seq == seq) else { return Ok(()) };
-            let row = &v[(w.replayed + j) * vocab..(w.replayed + j + 1) * vocab];
+            let row = &v[j * vocab..(j + 1) * vocab];
             let choice = self.lanes[at].choose(row);
             let matched = j < k && choice.as_ref().is_ok_and(|c| c.0 == w.drafts[j]);
             self.lanes[at].ahead = j < k;
@@ -387,12 +395,48 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         lane.speculative.rounds += usize::from(k > 0);
         lane.speculative.drafted += k;
         lane.speculative.accepted += j;
+        if k > 0 && lane.job.forced.is_none() {
+            self.pace.record(&mut lane.pace, j);
+        }
         if let Some(mark) = w.mark {
-            if let Err(e) = self.engine.rewind(seq, mark, w.replayed + 1 + j) {
+            if let Err(e) = self.engine.rewind(seq, mark, 1 + j) {
                 return self.fail_round(&[(at, 0, w.tokens.len())], e);
             }
         }
         Ok(())
+    }
+
+    /// The next window's drafts of every decoding lane that may draft: forced ones from the expected reply, else one draft pass over all the others.
+    fn propose(&mut self) -> Result<(), Lost> {
+        if self.cfg.draft_block == 0 || !self.engine.drafts() {
+            return Ok(());
+        }
+        let (k, vocab) = (self.cfg.draft_block, self.engine.model.cfg.vocab_size);
+        let mut items = Vec::new();
+        for (i, l) in self.lanes.iter_mut().enumerate() {
+            let Some(next) = l.next.filter(|_| l.job.draft && !l.prefilling()) else { continue };
+            if let Some(f) = &l.job.forced {
+                l.proposed = f.propose(l.tokens.len(), k, vocab);
+            } else if self.engine.can_draft(l.seq) && self.pace.drafts(&mut l.pace) {
+                items.push((i, l.seq, next));
+            }
+        }
+        if items.is_empty() {
+            return Ok(());
+        }
+        let asks: Vec<(SeqId, u32)> = items.iter().map(|&(_, s, t)| (s, t)).collect();
+        match self.engine.draft(&asks, &mut Taps::default()) {
+            Ok(drafts) => {
+                for ((i, _, _), d) in items.into_iter().zip(drafts) {
+                    self.lanes[i].proposed = d.tokens;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                eprintln!("drafting failed, the streams continue undrafted this round: {e}");
+                Ok(())
+            }
+        }
     }
 
     /// A prompt just filled: a copy of its state goes to the cache keyed by the prompt.

@@ -23,14 +23,36 @@ pub struct Job {
     pub logprobs: Option<usize>,
     /// Hash every step's logits.
     pub logits_sha: bool,
+    /// Return the generated token ids in the reply.
+    pub token_ids: bool,
     /// Leave special tokens out of the text.
     pub skip_special: bool,
-    /// Where the host streams events; a dropped receiver cancels the job.
     /// Whether the stream may draft.
     pub draft: bool,
+    /// Drafts forced from an expected reply (a benchmark hook), in place of the draft head's.
+    pub forced: Option<Forced>,
+    /// Where the host streams events; a dropped receiver cancels the job.
     pub events: UnboundedSender<Event>,
     /// When the request arrived.
     pub arrived: Instant,
+}
+
+/// Drafts taken from an expected reply: each block right for its first `acceptance` share, wrong after.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forced {
+    /// The reply the stream is expected to give (its undrafted tokens).
+    pub reply: Vec<u32>,
+    /// The share of each block proposed right.
+    pub acceptance: f64,
+}
+
+impl Forced {
+    /// Up to `k` proposals after `generated` tokens: the reply's next ones, the block's tail made wrong.
+    pub fn propose(&self, generated: usize, k: usize, vocab: usize) -> Vec<u32> {
+        let right = (self.acceptance * k as f64).round() as usize;
+        let next = self.reply.get(generated..).unwrap_or(&[]);
+        next.iter().take(k).enumerate().map(|(i, &t)| if i < right { t } else { ((t as usize + 1) % vocab.max(1)) as u32 }).collect()
+    }
 }
 
 /// One generated token's log-probabilities.
@@ -91,6 +113,8 @@ pub struct Finish {
     pub decode_tok_s: f64,
     /// Its verify rounds and drafts.
     pub speculative: Speculative,
+    /// Whether the reply lists the token ids.
+    pub token_ids: bool,
 }
 
 /// What the lane host streams for one job.

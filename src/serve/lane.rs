@@ -20,8 +20,10 @@ pub struct Lane {
     pub next: Option<u32>,
     /// Logits ready to sample from (a cached prompt's, before any round).
     pub ready: Option<Vec<f32>>,
-    /// Accepted tokens a rewound window must feed again before `next`.
-    pub replay: Vec<u32>,
+    /// Drafts proposed to follow `next` in the next round's window.
+    pub proposed: Vec<u32>,
+    /// The stream's part of the depth rule.
+    pub pace: super::pace::LanePace,
     /// Whether the engine state holds positions past the committed tokens (a verify window mid-check).
     pub ahead: bool,
     /// What drafting did so far.
@@ -48,10 +50,10 @@ pub enum Step {
 
 impl Lane {
     /// A lane for `job` on `seq`, resuming `cached` prompt tokens.
-    pub fn new(job: Job, seq: SeqId, cached: usize, ready: Option<Vec<f32>>) -> Lane {
+    pub fn new(job: Job, seq: SeqId, cached: usize, ready: Option<Vec<f32>>, pace: super::pace::LanePace) -> Lane {
         let logits_sha = job.logits_sha.then(Sha256::new);
         let skip = job.skip_special;
-        Lane { job, seq, fed: cached, cached, next: None, ready, replay: Vec::new(), ahead: false, speculative: Speculative::default(), tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
+        Lane { job, seq, fed: cached, cached, next: None, ready, proposed: Vec::new(), pace, ahead: false, speculative: Speculative::default(), tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
     }
 
     /// Whether the prompt is still being prefilled.
@@ -158,6 +160,7 @@ impl Lane {
             ttft_s: first.duration_since(self.job.arrived).as_secs_f64(),
             prefill_s: first.duration_since(self.admitted).as_secs_f64(),
             speculative: self.speculative,
+            token_ids: self.job.token_ids,
             decode_tok_s: if n > 1 && decode_s > 0.0 { (n - 1) as f64 / decode_s } else { 0.0 },
         };
         let _ = self.job.events.send(Event::Done(finish));

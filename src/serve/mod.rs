@@ -1,13 +1,13 @@
 //! Serving on one engine: jobs, lanes and rounds, the prompt cache and its snapshots on disk.
 pub mod cache;
-pub mod draft;
 pub mod host;
 pub mod job;
 pub mod lane;
+pub mod pace;
 pub mod snapshot;
 pub mod status;
 
 pub use host::{Host, HostConfig, Lost};
-pub use job::{Command, Event, Finish, FinishReason, Job, JobError, Speculative, TokenLogprob};
+pub use job::{Command, Event, Finish, FinishReason, Forced, Job, JobError, Speculative, TokenLogprob};
 pub use lane::token_sha;
 pub use status::{LaneStatus, Status};

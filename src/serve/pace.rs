@@ -1,0 +1,117 @@
+//! The depth rule: a stream drafts while the tokens its drafts win per round exceed what drafting costs a round, measured; otherwise it pauses and probes again after a doubling number of rounds.
+use std::time::Duration;
+
+/// Rounds a stream waits before probing again after its first failed probe, and at most.
+const FIRST_BACKOFF: usize = 4;
+const LONGEST_BACKOFF: usize = 256;
+/// The cost ratio assumed until both kinds of round were timed.
+const ASSUMED_COST: f64 = 0.25;
+/// Weight of the newest sample in every moving average.
+const NEWEST: f64 = 0.5;
+
+/// Host-wide measurements: round times with and without drafts, and what drafted rounds won across streams.
+#[derive(Debug, Clone)]
+pub struct Pace {
+    plain: Option<f64>,
+    drafted: Option<f64>,
+    prior: f64,
+}
+
+/// One stream's part of the rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LanePace {
+    /// Moving average of accepted drafts per drafted round.
+    pub gain: f64,
+    skip: usize,
+    backoff: usize,
+}
+
+fn ema(old: Option<f64>, new: f64) -> f64 {
+    old.map_or(new, |o| (1.0 - NEWEST) * o + NEWEST * new)
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Pace { plain: None, drafted: None, prior: 1.0 }
+    }
+}
+
+impl Pace {
+    /// What a drafted round costs beyond a plain one, as a share of a plain round.
+    pub fn cost(&self) -> f64 {
+        match (self.plain, self.drafted) {
+            (Some(p), Some(d)) if p > 0.0 => (d / p - 1.0).max(0.0),
+            _ => ASSUMED_COST,
+        }
+    }
+
+    /// Times a decode round (prompt chunks excluded): `drafted` when any stream's window carried drafts.
+    pub fn timed(&mut self, took: Duration, drafted: bool) {
+        let t = took.as_secs_f64();
+        if drafted {
+            self.drafted = Some(ema(self.drafted, t));
+        } else {
+            self.plain = Some(ema(self.plain, t));
+        }
+    }
+
+    /// A new stream's state: drafting at once while drafts have paid lately, else after a wait.
+    pub fn start(&self) -> LanePace {
+        if self.prior > self.cost() {
+            LanePace { gain: self.prior, skip: 0, backoff: 0 }
+        } else {
+            LanePace { gain: self.prior, skip: 4 * FIRST_BACKOFF, backoff: 4 * FIRST_BACKOFF }
+        }
+    }
+
+    /// Whether `lane` drafts this round (a paused stream counts its wait down).
+    pub fn drafts(&self, lane: &mut LanePace) -> bool {
+        if lane.skip > 0 {
+            lane.skip -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// A drafted round of `lane` accepted `accepted` drafts: the averages move, and a stream whose gain no longer beats the cost pauses.
+    pub fn record(&mut self, lane: &mut LanePace, accepted: usize) {
+        let a = accepted as f64;
+        lane.gain = ema(Some(lane.gain), a);
+        self.prior = ema(Some(self.prior), a);
+        if lane.gain <= self.cost() {
+            lane.backoff = (lane.backoff * 2).clamp(FIRST_BACKOFF, LONGEST_BACKOFF);
+            lane.skip = lane.backoff;
+        } else {
+            lane.backoff = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_that_win_keep_drafting_and_streams_that_lose_pause_ever_longer() {
+        let mut pace = Pace::default();
+        pace.timed(Duration::from_millis(10), false);
+        pace.timed(Duration::from_millis(13), true);
+        assert!((pace.cost() - 0.3).abs() < 1e-9);
+        let mut good = pace.start();
+        for _ in 0..20 {
+            assert!(pace.drafts(&mut good));
+            pace.record(&mut good, 3);
+        }
+        let mut bad = pace.start();
+        let mut drafted = 0;
+        for _ in 0..200 {
+            if pace.drafts(&mut bad) {
+                drafted += 1;
+                pace.record(&mut bad, 0);
+            }
+        }
+        assert!((2..=7).contains(&drafted), "{drafted} drafted rounds of 200 at zero acceptance");
+        let late = pace.start();
+        assert!(late.skip > 0, "a new stream after a run of losses starts paused: {late:?}");
+    }
+}
