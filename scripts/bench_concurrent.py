@@ -109,8 +109,22 @@ def compare(level, model, temperature, args, results, draft_off):
     return counts
 
 
+def expected_reply(i, model, temperature, args):
+    """Stream i's reply token ids, from a request run alone with draft off."""
+    body = make_body(i, model, temperature, args, stream=False)
+    body["draft"] = False
+    body["lockstep"]["token_ids"] = True
+    return request_json(args.url, "/v1/completions", body, args.api_key, args.timeout)["lockstep"]["token_ids"]
+
+
 def run_cell(level, temperature, model, args):
     bodies = [make_body(i, model, temperature, args, stream=True) for i in range(level)]
+    for i, body in enumerate(bodies):
+        if args.draft_off:
+            body["draft"] = False
+        elif args.forced_acceptance is not None:
+            body["lockstep"]["forced_drafts"] = expected_reply(i, model, temperature, args)
+            body["lockstep"]["forced_acceptance"] = args.forced_acceptance
     results = [None] * level
     barrier = threading.Barrier(level + 1)
     threads = [threading.Thread(target=stream_worker, args=(i, bodies[i], barrier, args, results), daemon=True)
@@ -134,6 +148,7 @@ def run_cell(level, temperature, model, args):
     cell = {
         "level": level,
         "temperature": temperature,
+        "drafts": "off" if args.draft_off else ("head" if args.forced_acceptance is None else f"forced {args.forced_acceptance:g}"),
         "streams": level,
         "mixed_lengths": args.mixed_lengths,
         "completion_tokens": tokens,
@@ -164,6 +179,9 @@ def main():
     p.add_argument("--alone", action="store_true", help="re-run each request alone and compare shas")
     p.add_argument("--serial", action="store_true", help="re-run each request alone with draft off and compare")
     p.add_argument("--mixed-lengths", action="store_true", help="alternate short and long prompts")
+    p.add_argument("--draft-off", action="store_true", help="run the concurrent streams with draft off (the undrafted baseline)")
+    p.add_argument("--forced-acceptance", type=float, default=None,
+                   help="force each stream's drafts from its own undrafted reply, right for this share of each block")
     args = p.parse_args()
     if any(n < 1 for n in args.levels):
         p.error("levels must be positive")

@@ -104,7 +104,7 @@ fn attention_and_pooling_give_the_same_bits_when_a_call_is_split_through_their_s
     let ring0 = t(w, hd, 12, 2.0);
     let attend = |ex: &mut CpuExecutor, a: usize, b: usize, ring: &CpuTensor| {
         let (kvp, selp) = (rows(&kv, a, b), rows(&sel, a, b));
-        let inputs = AttnInputs { kv: &kvp, ring, compressed: Some((&comp, &selp)), sink: "layers.2.attn.attn_sink", start: start + a, window: w, scale: 0.125 };
+        let inputs = AttnInputs { kv: &kvp, ring, compressed: Some((&comp, &selp)), sink: "layers.2.attn.attn_sink", start: start + a, window: w, scale: 0.125, block: false };
         ex.sparse_attention(&rows(&q, a, b), &inputs).expect("attention")
     };
     let whole = attend(&mut ex, 0, n, &ring0);

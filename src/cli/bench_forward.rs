@@ -1,7 +1,7 @@
 //! `lockstep bench forward`: prefill and decode throughput of a checkpoint on the GPU executor, and decode's achieved bandwidth against the device's stream-read ceiling.
 use crate::cli::bench_kernels::ceilings;
 use crate::cli::bench_counted::{Counted, StepBytes};
-use crate::engine::{Session, Span, Work};
+use crate::engine::{SeqId, Session, Span, Work};
 use crate::exec::{Executor, GpuExecutor, Stack};
 use crate::model::forward::{LogitRows, Model, EXPERT_MATRICES};
 use crate::gpu::{DeviceChoice, Gpu};
@@ -37,6 +37,9 @@ pub struct ForwardArgs {
     /// Also time every dispatch of one prefill and one decode step and print each kernel's share.
     #[arg(long)]
     pub profile: bool,
+    /// Feed the DSpark rings on every call (as a drafting server does) and also time verify windows of this many drafts and the draft pass, at 1 and `--rows` sequences.
+    #[arg(long)]
+    pub drafts: Option<usize>,
 }
 
 /// Host wall seconds and device seconds of one measured call.
@@ -151,7 +154,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let model = Model::new(cfg.clone(), &ckpt, map)?;
     let label = args.device.clone().unwrap_or_else(|| "default".into());
     let ex = Counted::new(crate::cli::run::gpu_executor(&gpu, &ckpt, &label)?, &ckpt);
-    let mut s = Session::new(ex, &model)?;
+    let mut s = Session::with_drafts(ex, &model, args.drafts.is_some())?;
     let gb = |b: u64| b as f64 / 1e9;
     writeln!(
         out,
@@ -195,6 +198,12 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let rows = args.rows.max(1);
     let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
     writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
+    if let Some(w) = args.drafts {
+        for n in [1, rows] {
+            let (tv, td) = windows(&mut s, &model, args.context, reps, n, w)?;
+            writeln!(out, "verify window rows={} per sequence context={} seqs={n} reps={reps}: {} ({:.2}x the {n}-sequence 1-row round); draft pass of {} positions: {} ({:.2}x)", w + 1, args.context, ms(tv), tv.wall / if n == 1 { t1.wall } else { tr.wall }, model.cfg.dspark_block_size, ms(td), td.wall / if n == 1 { t1.wall } else { tr.wall })?;
+        }
+    }
     let achieved = bytes.total() as f64 / t1.wall / 1e9;
     let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
     writeln!(
@@ -302,4 +311,42 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
         s.engine.remove(id)?;
     }
     Ok(medians(&times))
+}
+
+/// Median timings of a verify round (each of `n` sequences feeds its next token and `w` drafts, all rows' logits read, then the window rewound to its first row) and of one draft pass over the `n` sequences.
+fn windows(s: &mut Bench, model: &Model, context: usize, reps: usize, n: usize, w: usize) -> Result<(Timing, Timing)> {
+    let mut seqs = Vec::new();
+    for r in 0..n {
+        let tok = prefill_context(s, model, context, 30 + r as u64)?;
+        seqs.push((s.engine.fork(s.seq)?, tok));
+    }
+    let (mut verify, mut draft) = (Vec::new(), Vec::new());
+    for i in 0..reps + 1 {
+        let (tv, next) = timed(s, |s| {
+            let mut marks = Vec::new();
+            for (id, _) in &seqs {
+                marks.push(s.engine.mark(*id, w + 1)?);
+            }
+            let windows: Vec<Vec<u32>> = seqs.iter().map(|&(_, t)| std::iter::once(t).chain(tokens(w, model.cfg.vocab_size, t as u64)).collect()).collect();
+            let inputs: Vec<[Span<'_>; 1]> = windows.iter().map(|t| [Span::Tokens(&t[..])]).collect();
+            let work: Vec<Work<'_>> = seqs.iter().zip(&inputs).map(|((id, _), input)| Work { seq: *id, input, rows: LogitRows::All }).collect();
+            let logits = s.engine.round(&work, &mut Taps::default())?;
+            let vals = logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>()?;
+            for ((id, _), m) in seqs.iter().zip(marks) {
+                s.engine.rewind(*id, m, 1)?;
+            }
+            Ok(vals.iter().map(|v| argmax(&v[..model.cfg.vocab_size])).collect::<Vec<u32>>())
+        })?;
+        seqs.iter_mut().zip(next).for_each(|((_, t), n)| *t = n);
+        let asks: Vec<(SeqId, u32)> = seqs.iter().map(|&(id, t)| (id, t)).collect();
+        let (td, _) = timed(s, |s| Ok(s.engine.draft(&asks, &mut Taps::default())?))?;
+        if i >= 1 {
+            verify.push(tv);
+            draft.push(td);
+        }
+    }
+    for (id, _) in seqs {
+        s.engine.remove(id)?;
+    }
+    Ok((medians(&verify), medians(&draft)))
 }

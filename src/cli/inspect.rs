@@ -158,7 +158,7 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
             "per_lane_bytes": fixed as f64 + per_token * args.context as f64,
             "layout": "f32 rows as the executors keep them today",
         },
-        "drafts": if cfg.num_nextn_predict_layers > 0 { json!(format!("{} DSpark stages in the checkpoint (not run yet)", cfg.num_nextn_predict_layers)) } else { json!("none") },
+        "drafts": if cfg.has_drafts() { json!(format!("{} DSpark stages, blocks of {} from layers {:?}", cfg.num_nextn_predict_layers, cfg.dspark_block_size, cfg.dspark_target_layer_ids)) } else { json!("none") },
         "vision": vision,
         "checkpoint": checkpoint,
     }))

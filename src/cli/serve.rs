@@ -303,10 +303,13 @@ struct Warm<'c> {
     bos: u32,
 }
 
-/// Warms the engine (one throwaway forward reads, checks and uploads every weight it keeps), reports the load, then serves.
+/// Warms the engine (one throwaway forward and draft read, check and upload every weight it keeps), reports the load, then serves.
 fn run_host<E: Executor>(mut engine: Engine<'_, '_, E>, warm: Warm<'_>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>, ready: &str) -> Result<()> {
     let id = engine.add()?;
     engine.run(id, &[warm.bos], LogitRows::Last, &mut Taps::default()).context("warming up: the first forward failed")?;
+    if engine.can_draft(id) {
+        engine.draft(&[(id, warm.bos)], &mut Taps::default()).context("warming up: the first draft failed")?;
+    }
     engine.remove(id)?;
     let canonical = warm.ckpt.canonical();
     if !canonical.is_empty() {

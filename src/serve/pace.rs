@@ -110,7 +110,7 @@ mod tests {
                 pace.record(&mut bad, 0);
             }
         }
-        assert!((2..=7).contains(&drafted), "{drafted} drafted rounds of 200 at zero acceptance");
+        assert!((2..=10).contains(&drafted), "{drafted} drafted rounds of 200 at zero acceptance");
         let late = pace.start();
         assert!(late.skip > 0, "a new stream after a run of losses starts paused: {late:?}");
     }

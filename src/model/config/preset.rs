@@ -3,7 +3,7 @@ use crate::model::config::{invalid, Config, ConfigError};
 use serde_json::{json, Value};
 use std::str::FromStr;
 
-/// The flash-scaled preset at its default 3 layers: window-only with engram, ratio-2 Full, ratio-1 Full candidate source.
+/// The flash-scaled preset at its default 3 layers: window-only with engram, ratio-2 Full, ratio-1 Full candidate source; the release's three DSpark stages reading all three.
 pub const FLASH_SCALED_CONFIG_JSON: &str = include_str!("configs/flash_scaled.json");
 
 /// Most backbone layers a preset takes (the release's count).
@@ -12,7 +12,7 @@ pub const MAX_PRESET_LAYERS: usize = 40;
 /// A built-in checkpoint preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
-    /// Release widths (hidden 5120, 384 experts of 2304, vocab 129280), few layers, a tiny engram table, no DSpark, no vision.
+    /// Release widths (hidden 5120, 384 experts of 2304, vocab 129280), few layers, a tiny engram table, the release's DSpark head (3 stages of 128 experts) on the last three layers, no vision.
     FlashScaled,
 }
 
@@ -60,7 +60,11 @@ pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<Strin
         let r = flash_scaled_roles(n);
         let t = v.get_mut("text_config").and_then(Value::as_object_mut).ok_or_else(|| ConfigError::Missing { section: None, key: "text_config".into() })?;
         t.insert("num_hidden_layers".into(), json!(n));
-        t.insert("compress_ratios".into(), json!(r.ratios));
+        let stages = t.get("num_nextn_predict_layers").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let mut ratios = r.ratios.clone();
+        ratios.resize(n + stages, 0);
+        t.insert("compress_ratios".into(), json!(ratios));
+        t.insert("dspark_target_layer_ids".into(), json!((n.saturating_sub(3)..n).collect::<Vec<_>>()));
         t.insert("kv_source_layer_ids".into(), json!(r.kv));
         t.insert("index_source_layer_ids".into(), json!(r.index));
         t.insert("candidate_source_layer_id".into(), json!(r.candidate));
@@ -81,6 +85,7 @@ mod tests {
             let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, Some(n)).expect("valid")).expect("parses");
             assert_eq!((cfg.num_hidden_layers, cfg.hidden_size, cfg.n_routed_experts, cfg.moe_intermediate_size, cfg.vocab_size), (n, 5120, 384, 2304, 129280));
             assert_eq!(cfg.engram_layer_ids, vec![0]);
+            assert!(cfg.has_drafts() && cfg.dspark_target_layer_ids.last() == Some(&(n - 1)));
         }
     }
 
@@ -89,17 +94,18 @@ mod tests {
         let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, None).expect("valid")).expect("parses");
         let plan = cfg.layer_plan();
         let modes: Vec<_> = plan.iter().map(|p| (p.mode, p.ratio)).collect();
-        assert_eq!(modes, vec![(LayerMode::Window, 0), (LayerMode::Full, 2), (LayerMode::Full, 1)]);
+        assert_eq!(modes, vec![(LayerMode::Window, 0), (LayerMode::Full, 2), (LayerMode::Full, 1), (LayerMode::Window, 0), (LayerMode::Window, 0), (LayerMode::Window, 0)]);
+        assert!(plan[3..].iter().all(|p| p.dspark_stage.is_some() && p.n_routed_experts == 128 && p.num_experts_per_tok == 3));
         assert!(plan[2].candidate_source);
         let experts = expected_tensors(&cfg).iter().filter(|s| s.name.contains(".ffn.experts.")).count();
-        assert_eq!(experts, 3 * 384 * 6);
+        assert_eq!(experts, 3 * 384 * 6 + 3 * 128 * 6);
     }
 
     #[test]
     fn four_layers_add_a_reindex_layer_and_bad_counts_are_refused() {
         let cfg = Config::from_json(&preset_config_json(Preset::FlashScaled, Some(5)).expect("valid")).expect("parses");
         let modes: Vec<_> = cfg.layer_plan().iter().map(|p| p.mode).collect();
-        assert_eq!(modes[3..], [LayerMode::Reindex, LayerMode::Reuse]);
+        assert_eq!(modes[3..5], [LayerMode::Reindex, LayerMode::Reuse]);
         assert!(preset_config_json(Preset::FlashScaled, Some(0)).is_err());
         assert!(preset_config_json(Preset::FlashScaled, Some(MAX_PRESET_LAYERS + 1)).is_err());
         assert!("flash".parse::<Preset>().is_err());
