@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Drafts on a GPU machine with a carried release binary, flash-scaled checkpoint: verify-window and draft-pass cost against 1-row rounds (bench forward --drafts), then one drafting server under bench_concurrent with draft off, the draft head's own drafts (alternated, with alone and serial checks) and drafts forced to full and half acceptance.
+# Drafts on a GPU machine with a carried release binary, flash-scaled checkpoint: verify-window and draft-pass cost against 1-row rounds (bench forward --drafts), one drafting server under bench_concurrent with draft off, the draft head under the depth rule (alternated, with alone and serial checks) and drafts forced to full and half acceptance, then an --always-draft server for the random checkpoint's own acceptance.
 set -u
 source scripts/device_env.sh
 { $B devices; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } 2>&1 | tee "$OUT/devices.txt"
@@ -20,6 +20,12 @@ bench off --draft-off
 bench head
 bench forced1 --forced-acceptance 1
 bench forced05 --forced-acceptance 0.5
+kill -TERM $pid; wait $pid
+grep "^drafts:" "$OUT/serve.log" | tee "$OUT/pace.txt"
+$B serve --model "$DIR" --device gpu --port 8080 --parallel 4 --context 2048 --max-tokens 256 --always-draft > "$OUT/serve_always.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do curl -sf localhost:8080/health > /dev/null && break; sleep 0.25; done
+bench always
 kill -TERM $pid; wait $pid
 python3 - "$OUT/bench.jsonl" <<'PY' | tee "$OUT/summary.txt"
 import json, sys

@@ -322,7 +322,7 @@ fn drafted_replies_resumed_or_fresh_equal_undrafted_ones_and_say_what_was_drafte
         v["lockstep"]["token_ids"] = json!(true);
         v
     };
-    let args = ["--device", "cpu", "--parallel", "2", "--context", "512"];
+    let args = ["--device", "cpu", "--parallel", "2", "--context", "512", "--always-draft"];
     let drafting = Server::start(&m, &args);
     let spec = |v: &Value, k: &str| v["lockstep"]["speculative"][k].as_u64().unwrap_or_else(|| panic!("no speculative.{k} in {v}"));
     for t in [0.0, 1.0] {
@@ -346,7 +346,7 @@ fn drafted_replies_resumed_or_fresh_equal_undrafted_ones_and_say_what_was_drafte
         }
     }
     drop(drafting);
-    let plain = Server::start(&m, &[&args[..], &["--no-drafts", "--prompt-cache-gib", "0"]].concat());
+    let plain = Server::start(&m, &[&args[..6], &["--no-drafts", "--prompt-cache-gib", "0"]].concat());
     let c = plain.ok("/v1/completions", &body(true, 1.0));
     let drafting = Server::start(&m, &args);
     let a = drafting.ok("/v1/completions", &body(true, 1.0));

@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// Never draft: every stream runs one token a round.
     #[arg(long)]
     pub no_drafts: bool,
+    /// Draft every round, past the depth rule (to measure drafting where it does not pay).
+    #[arg(long, conflicts_with = "no_drafts")]
+    pub always_draft: bool,
     /// Take image input: refused at start, with what the checkpoint lacks or because this build runs no vision tower yet.
     #[arg(long)]
     pub vision: bool,
@@ -211,6 +214,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         cache_bytes: (args.prompt_cache_gib.max(0.0) * (1u64 << 30) as f64) as usize,
         snapshots,
         draft_block: if args.no_drafts { 0 } else { cfg.dspark_block_size },
+        always_draft: args.always_draft,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port))).with_context(|| format!("binding {}:{}", args.host, args.port))?;
@@ -307,8 +311,24 @@ struct Warm<'c> {
 fn run_host<E: Executor>(mut engine: Engine<'_, '_, E>, warm: Warm<'_>, tok: &Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, rx: mpsc::Receiver<Command>, ready: &str) -> Result<()> {
     let id = engine.add()?;
     engine.run(id, &[warm.bos], LogitRows::Last, &mut Taps::default()).context("warming up: the first forward failed")?;
-    if engine.can_draft(id) {
+    let mut pace = crate::serve::pace::Pace::default();
+    if engine.can_draft(id) && cfg.draft_block > 0 {
         engine.draft(&[(id, warm.bos)], &mut Taps::default()).context("warming up: the first draft failed")?;
+        let window = vec![warm.bos; cfg.draft_block + 1];
+        let time = |engine: &mut Engine<'_, '_, E>, ids: &[u32]| -> Result<Duration> {
+            let seq = engine.fork(id)?;
+            let t0 = Instant::now();
+            engine.run(seq, ids, if ids.len() > 1 { LogitRows::All } else { LogitRows::Last }, &mut Taps::default()).context("warming up: timing a round")?;
+            let took = t0.elapsed();
+            engine.remove(seq)?;
+            Ok(took)
+        };
+        time(&mut engine, &window)?;
+        let (plain, drafted) = (time(&mut engine, &window[..1])?, time(&mut engine, &window)?);
+        let t0 = Instant::now();
+        engine.draft(&[(id, warm.bos)], &mut Taps::default()).context("warming up: timing a draft")?;
+        pace = crate::serve::pace::Pace::measured(plain, drafted, t0.elapsed());
+        eprintln!("drafts: a plain round {:.2} ms, a verify window of {} rows {:.2} ms, a draft pass {:.2} ms: drafting pays when a round accepts more than {:.2} drafts", plain.as_secs_f64() * 1e3, window.len(), drafted.as_secs_f64() * 1e3, t0.elapsed().as_secs_f64() * 1e3, pace.cost());
     }
     engine.remove(id)?;
     let canonical = warm.ckpt.canonical();
@@ -316,7 +336,7 @@ fn run_host<E: Executor>(mut engine: Engine<'_, '_, E>, warm: Warm<'_>, tok: &To
         eprintln!("{canonical}");
     }
     eprintln!("{}", weights_line(warm.ckpt, Some(warm.t0.elapsed().as_secs_f64())));
-    let host = Host::new(engine, tok, cfg, status);
+    let host = Host::with_pace(engine, tok, cfg, status, pace);
     eprintln!("{ready}");
     host.run(rx).map_err(|e| anyhow::anyhow!("{e}"))
 }

@@ -30,6 +30,8 @@ pub struct HostConfig {
     pub snapshots: Option<SnapshotDir>,
     /// Most drafts a stream's window carries (0 = no drafts).
     pub draft_block: usize,
+    /// Draft every round, past the depth rule.
+    pub always_draft: bool,
 }
 
 /// One decode lane's input this round: the next token, its drafts, and the mark that undoes them.
@@ -60,8 +62,13 @@ pub struct Lost(pub String);
 impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// A host with no jobs; loads the snapshots of `cfg.snapshots` into the prompt cache (refused files are logged and left).
     pub fn new(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>) -> Self {
+        Host::with_pace(engine, tok, cfg, status, super::pace::Pace::default())
+    }
+
+    /// A host whose depth rule starts from `pace` (the warm-up's timings).
+    pub fn with_pace(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, pace: super::pace::Pace) -> Self {
         let cache = PromptCache::new(cfg.cache_bytes);
-        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace: super::pace::Pace::default() };
+        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace };
         h.load_snapshots();
         h.publish();
         h
@@ -363,11 +370,10 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         for (seq, v, w) in checked {
             self.check_window(seq, &v, w)?;
         }
-        self.propose()?;
         if decode_only {
             self.pace.timed(t0.elapsed(), drafted);
         }
-        Ok(())
+        self.propose()
     }
 
     /// Commits a window's rows in order while each chosen token equals the draft fed after it; the state keeps the committed rows and forgets the rest.
@@ -417,7 +423,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             let Some(next) = l.next.filter(|_| l.job.draft && !l.prefilling()) else { continue };
             if let Some(f) = &l.job.forced {
                 l.proposed = f.propose(l.tokens.len(), k, vocab);
-            } else if self.engine.can_draft(l.seq) && self.pace.drafts(&mut l.pace) {
+            } else if self.engine.can_draft(l.seq) && (self.cfg.always_draft || self.pace.drafts(&mut l.pace)) {
                 items.push((i, l.seq, next));
             }
         }
@@ -425,7 +431,10 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             return Ok(());
         }
         let asks: Vec<(SeqId, u32)> = items.iter().map(|&(_, s, t)| (s, t)).collect();
-        match self.engine.draft(&asks, &mut Taps::default()) {
+        let t0 = Instant::now();
+        let out = self.engine.draft(&asks, &mut Taps::default());
+        self.pace.pass(t0.elapsed());
+        match out {
             Ok(drafts) => {
                 for ((i, _, _), d) in items.into_iter().zip(drafts) {
                     self.lanes[i].proposed = d.tokens;

@@ -8,12 +8,15 @@ const LONGEST_BACKOFF: usize = 256;
 const ASSUMED_COST: f64 = 0.25;
 /// Weight of the newest sample in every moving average.
 const NEWEST: f64 = 0.5;
+/// The share of a stream's rounds its probes may cost: a paused stream waits at least cost / this many rounds.
+const PROBE_SHARE: f64 = 0.01;
 
-/// Host-wide measurements: round times with and without drafts, and what drafted rounds won across streams.
+/// Host-wide measurements: forward times of rounds with and without drafts, the draft pass's time, and what drafted rounds won across streams.
 #[derive(Debug, Clone)]
 pub struct Pace {
     plain: Option<f64>,
     drafted: Option<f64>,
+    pass: Option<f64>,
     prior: f64,
 }
 
@@ -32,20 +35,35 @@ fn ema(old: Option<f64>, new: f64) -> f64 {
 
 impl Default for Pace {
     fn default() -> Self {
-        Pace { plain: None, drafted: None, prior: 1.0 }
+        Pace { plain: None, drafted: None, pass: None, prior: 1.0 }
     }
 }
 
 impl Pace {
-    /// What a drafted round costs beyond a plain one, as a share of a plain round.
+    /// A pace that starts from measured times: one plain decode forward, one verify window's forward, one draft pass.
+    pub fn measured(plain: Duration, drafted: Duration, pass: Duration) -> Pace {
+        Pace { plain: Some(plain.as_secs_f64()), drafted: Some(drafted.as_secs_f64()), pass: Some(pass.as_secs_f64()), prior: 1.0 }
+    }
+
+    /// Rounds a paused stream waits at least, so that its probes cost at most `PROBE_SHARE` of its rounds.
+    fn least_wait(&self) -> usize {
+        ((self.cost() / PROBE_SHARE).ceil() as usize).min(1 << 20)
+    }
+
+    /// What a drafted round costs beyond a plain one (its verify window and the draft pass that made it), as a share of a plain round.
     pub fn cost(&self) -> f64 {
-        match (self.plain, self.drafted) {
-            (Some(p), Some(d)) if p > 0.0 => (d / p - 1.0).max(0.0),
+        match (self.plain, self.drafted, self.pass) {
+            (Some(p), Some(d), Some(x)) if p > 0.0 => ((d + x) / p - 1.0).max(0.0),
             _ => ASSUMED_COST,
         }
     }
 
-    /// Times a decode round (prompt chunks excluded): `drafted` when any stream's window carried drafts.
+    /// Times a draft pass.
+    pub fn pass(&mut self, took: Duration) {
+        self.pass = Some(ema(self.pass, took.as_secs_f64()));
+    }
+
+    /// Times a decode round's forward and checks (prompt chunks and the draft pass excluded): `drafted` when any stream's window carried drafts.
     pub fn timed(&mut self, took: Duration, drafted: bool) {
         let t = took.as_secs_f64();
         if drafted {
@@ -60,7 +78,8 @@ impl Pace {
         if self.prior > self.cost() {
             LanePace { gain: self.prior, skip: 0, backoff: 0 }
         } else {
-            LanePace { gain: self.prior, skip: 4 * FIRST_BACKOFF, backoff: 4 * FIRST_BACKOFF }
+            let wait = (4 * FIRST_BACKOFF).max(self.least_wait());
+            LanePace { gain: self.prior, skip: wait, backoff: 4 * FIRST_BACKOFF }
         }
     }
 
@@ -80,7 +99,7 @@ impl Pace {
         self.prior = ema(Some(self.prior), a);
         if lane.gain <= self.cost() {
             lane.backoff = (lane.backoff * 2).clamp(FIRST_BACKOFF, LONGEST_BACKOFF);
-            lane.skip = lane.backoff;
+            lane.skip = lane.backoff.max(self.least_wait());
         } else {
             lane.backoff = 0;
         }
@@ -95,7 +114,8 @@ mod tests {
     fn streams_that_win_keep_drafting_and_streams_that_lose_pause_ever_longer() {
         let mut pace = Pace::default();
         pace.timed(Duration::from_millis(10), false);
-        pace.timed(Duration::from_millis(13), true);
+        pace.timed(Duration::from_millis(11), true);
+        pace.pass(Duration::from_millis(2));
         assert!((pace.cost() - 0.3).abs() < 1e-9);
         let mut good = pace.start();
         for _ in 0..20 {
@@ -111,6 +131,9 @@ mod tests {
             }
         }
         assert!((2..=10).contains(&drafted), "{drafted} drafted rounds of 200 at zero acceptance");
+        let costly = Pace::measured(Duration::from_millis(10), Duration::from_millis(60), Duration::from_millis(50));
+        let mut lane = costly.start();
+        assert!((0..500).filter(|_| costly.drafts(&mut lane)).count() <= 1, "a stream drafts where a drafted round costs ten plain ones");
         let late = pace.start();
         assert!(late.skip > 0, "a new stream after a run of losses starts paused: {late:?}");
     }
