@@ -1,7 +1,7 @@
 //! The GPU executor's forward on the tiny model equals the CPU oracle bit for bit (every tap, every logit, the state bytes), and is chunk-invariant on its own.
 mod forward_support;
 
-use forward_support::{prompt, tiny};
+use forward_support::{prompt, same_taps, tiny};
 use lockstep::engine::Session;
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
 use lockstep::model::forward::{LogitRows, Model};
@@ -27,19 +27,6 @@ fn bits(v: &[f32]) -> Vec<u32> {
 /// Greedy pick: the largest logit, the lower index on ties.
 fn argmax(v: &[f32]) -> u32 {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32
-}
-
-/// Asserts two calls' taps agree in names, dims and bits.
-fn same_taps(call: usize, a: &Taps<f32>, b: &Taps<f32>) -> usize {
-    let names = |t: &Taps<f32>| t.list.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
-    assert_eq!(names(a), names(b), "call {call}: tap names");
-    for (x, y) in a.list.iter().zip(&b.list) {
-        assert_eq!((x.rows, x.cols), (y.rows, y.cols), "call {call} {}: dims", x.name);
-        if let Some(i) = (0..x.data.len()).find(|&i| x.data[i].to_bits() != y.data[i].to_bits()) {
-            panic!("call {call} tap {}: value {i} is {:e} on the CPU, {:e} on the GPU", x.name, x.data[i], y.data[i]);
-        }
-    }
-    a.list.len()
 }
 
 #[test]

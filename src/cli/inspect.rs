@@ -31,10 +31,11 @@ fn on_host(name: &str) -> bool {
     name.contains(".engram.embed.")
 }
 
-/// Bytes of sequence state one lane keeps over the backbone: (fixed, per token), as [`layer_state`] sums them.
-pub(crate) fn state_per_lane(cfg: &Config) -> (u64, f64) {
+/// Bytes of sequence state one lane keeps over the backbone, and over the DSpark stages' rings when `drafts` (and the model drafts): (fixed, per token), as [`layer_state`] sums them.
+pub(crate) fn state_per_lane(cfg: &Config, drafts: bool) -> (u64, f64) {
     let plan = cfg.layer_plan();
-    plan[..cfg.num_hidden_layers.min(plan.len())].iter().map(|p| layer_state(cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1))
+    let layers = if drafts && cfg.has_drafts() { plan.len() } else { cfg.num_hidden_layers.min(plan.len()) };
+    plan[..layers].iter().map(|p| layer_state(cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
 /// Bytes of sequence state a layer keeps per lane: (fixed: window ring and the partial group, per token: compressed rows and index keys), in the executors' f32 layout.
@@ -123,7 +124,7 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
     let plan = cfg.layer_plan();
     let payload: u64 = specs.iter().map(TensorSpec::byte_len).sum();
     let host: u64 = specs.iter().filter(|s| on_host(&s.name)).map(TensorSpec::byte_len).sum();
-    let (fixed, per_token) = state_per_lane(&cfg);
+    let (fixed, per_token) = state_per_lane(&cfg, true);
     let dtypes: Value = by_dtype(specs.iter()).into_iter().map(|(d, (n, b))| (d, json!({ "tensors": n, "bytes": b }))).collect::<serde_json::Map<_, _>>().into();
     let vision = match (&cfg.vision, &ckpt) {
         (None, _) => json!("none"),
@@ -187,7 +188,7 @@ pub fn run(args: &InspectArgs, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "resident on the GPU executor: {} bytes ({:.2} GB); on the host (engram tables, rows read per step): {} bytes ({:.2} GB)",
         v["resident_bytes"], gb(v["resident_bytes"].as_f64().unwrap_or(0.0)), v["host_bytes"], gb(v["host_bytes"].as_f64().unwrap_or(0.0)))?;
     let s = &v["state"];
-    writeln!(out, "state per lane ({}): {:.1} bytes per token (compressed rows and index keys), {} bytes fixed (window rings, partial groups); {:.2} GB at {} positions",
+    writeln!(out, "state per lane ({}): {:.1} bytes per token (compressed rows and index keys), {} bytes fixed (window and DSpark rings, partial groups); {:.2} GB at {} positions",
         s["layout"].as_str().unwrap_or(""), s["per_token_bytes"].as_f64().unwrap_or(0.0), s["per_lane_fixed_bytes"], gb(s["per_lane_bytes"].as_f64().unwrap_or(0.0)), s["context"])?;
     writeln!(out, "drafts: {}; vision: {}", v["drafts"].as_str().unwrap_or(""), v["vision"].as_str().unwrap_or(""))?;
     if let Some(ck) = v["checkpoint"].as_object() {

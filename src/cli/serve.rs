@@ -138,10 +138,9 @@ pub fn device_key(gpu: Option<&Gpu>) -> String {
 }
 
 /// Bytes of sequence state one lane takes at `context` positions: window rings and partial groups, plus compressed rows and index keys.
-pub fn lane_bytes(cfg: &Config, context: usize) -> u64 {
-    let (fixed, per_token) = super::inspect::state_per_lane(cfg);
-    let rings = if cfg.has_drafts() { (cfg.num_nextn_predict_layers * cfg.sliding_window * cfg.head_dim * 4) as u64 } else { 0 };
-    fixed + rings + (per_token * context as f64).ceil() as u64
+pub fn lane_bytes(cfg: &Config, context: usize, drafts: bool) -> u64 {
+    let (fixed, per_token) = super::inspect::state_per_lane(cfg, drafts);
+    fixed + (per_token * context as f64).ceil() as u64
 }
 
 /// Allocates `bytes` on the device (in buffers no larger than one binding) and frees them: refused with the figures when the memory is not there.
@@ -275,7 +274,7 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     let gpu = open_device(&args.device)?;
     let t0 = Instant::now();
     let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, args.verify_weights.check()).with_context(|| format!("loading {}", args.model.display()))?;
-    let per_lane = lane_bytes(&cfg, context);
+    let per_lane = lane_bytes(&cfg, context, cfg_host.draft_block > 0);
     let cache = cfg_host.cache_bytes as u64;
     let total = per_lane * lanes as u64 + cache;
     eprintln!("lanes: {lanes} x {per_lane} bytes at {context} positions = {} bytes; prompt cache: {cache} bytes; total {total} bytes", per_lane * lanes as u64);

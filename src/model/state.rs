@@ -207,7 +207,7 @@ impl<T> SeqState<T> {
                     }
                     c.partial = Some(p);
                 }
-                c.pending = if c.partial.is_some() { at % c.ratio } else { pending };
+                c.pending = at % c.ratio.max(1);
             }
         }
         self.release();

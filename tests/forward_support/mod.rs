@@ -1,5 +1,6 @@
 //! Shared set-up of the forward tests: a tiny checkpoint (random or edge values) in a temp dir, its engram token map, a prompt of real token ids.
 #![allow(dead_code)]
+use lockstep::model::taps::Taps;
 use lockstep::model::{load, write_checkpoint_values, Checkpoint, Config, LoadMode, ValueCheck, Values};
 use lockstep::text::{find_tokenizer_json, TokenMap, Tokenizer};
 use std::path::{Path, PathBuf};
@@ -80,4 +81,17 @@ pub fn prompt_with(tok: Option<&Tokenizer>, n: usize) -> Vec<u32> {
     assert!(ids.len() >= n, "prompt has {} ids", ids.len());
     ids.truncate(n);
     ids
+}
+
+/// Asserts two calls' taps agree in names, dims and bits (a on the CPU, b on the GPU); returns the taps compared.
+pub fn same_taps(call: usize, a: &Taps<f32>, b: &Taps<f32>) -> usize {
+    let names = |t: &Taps<f32>| t.list.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(a), names(b), "call {call}: tap names");
+    for (x, y) in a.list.iter().zip(&b.list) {
+        assert_eq!((x.rows, x.cols), (y.rows, y.cols), "call {call} {}: dims", x.name);
+        if let Some(i) = (0..x.data.len()).find(|&i| x.data[i].to_bits() != y.data[i].to_bits()) {
+            panic!("call {call} tap {}: value {i} is {:e} on the CPU, {:e} on the GPU", x.name, x.data[i], y.data[i]);
+        }
+    }
+    a.list.len()
 }

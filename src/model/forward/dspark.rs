@@ -56,11 +56,10 @@ pub(crate) fn concat_cols<E: Executor>(ex: &mut E, parts: &[&E::Tensor]) -> Resu
     ex.reshape(&rows, s, width)
 }
 
-/// The mean over streams of `h` `[S, hc*d]` (a collapse by 1/hc each), bf16: one target feature.
-pub(super) fn feature<E: Executor>(ex: &mut E, m: &Model, h: &E::Tensor) -> Result<E::Tensor, ExecError> {
-    let (s, hc) = (ex.dims(h).0, m.cfg.hc_mult);
-    let mean = ex.upload(s, hc, &vec![1.0 / hc as f32; s * hc])?;
-    ex.hc_collapse(h, &mean, hc)
+/// The collapse mix `[S, hc]` of 1/hc each that takes the mean over the streams of `S` rows.
+pub(super) fn mean_mix<E: Executor>(ex: &mut E, m: &Model, s: usize) -> Result<E::Tensor, ExecError> {
+    let hc = m.cfg.hc_mult;
+    ex.upload(s, hc, &vec![1.0 / hc as f32; s * hc])
 }
 
 /// Feeds every row's main_x into each stage's ring for the sequences that carry rings: `main_x = main_norm(main_proj(features))`, `kv = fp8(rope(kv_norm(wkv main_x)))` at the row's position.

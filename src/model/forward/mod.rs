@@ -111,6 +111,7 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
     let one_hot: Vec<f32> = (0..s * mix_dim).map(|i| if i % mix_dim == 0 { 1.0 } else { 0.0 }).collect();
     let mut pre = ex.upload(s, mix_dim, &one_hot)?;
     let feeding = cfg.has_drafts() && seqs.iter().any(|q| q.state.drafts.is_some());
+    let mean = if feeding { Some(dspark::mean_mix(ex, m, s)?) } else { None };
     let mut feats: Vec<Option<E::Tensor>> = cfg.dspark_target_layer_ids.iter().map(|_| None).collect();
     let mut layers: Vec<&mut [LayerState<E::Tensor>]> = seqs.iter_mut().map(|q| q.state.layers.as_mut_slice()).collect();
     for l in 0..cfg.num_hidden_layers {
@@ -120,8 +121,8 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
             h = engram::engram(ex, m, &p, li, &hash_ids, s, &h)?;
             tap(ex, taps, format!("L{l}.engram"), &h)?;
         }
-        if let (true, Some(t)) = (feeding, plan.dspark_target) {
-            feats[t] = Some(dspark::feature(ex, m, &h)?);
+        if let (Some(mean), Some(t)) = (&mean, plan.dspark_target) {
+            feats[t] = Some(ex.hc_collapse(&h, mean, hc)?);
         }
         let mix_a = ex.hc_mixes(&h, &m.hc_site(&p, "attn"), &m.hc())?;
         let x = ex.hc_collapse(&h, &pre, hc)?;
