@@ -189,6 +189,17 @@ pub trait Executor {
     fn route(&mut self, ids: &Self::Tensor, experts: usize) -> Result<Routes<Self::Tensor>, ExecError>;
     /// Each row's routed outputs (packed rows of `routed` by `slots`) added to +0.0 by ascending expert id (`ids`), then `shared`; bf16 out.
     fn moe_join(&mut self, routed: &Self::Tensor, slots: &Self::Tensor, ids: &Self::Tensor, shared: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
+
+    /// Split-half RoPE (dims i and i + rd/2 of each head) of x `[S, heads*hd]` by host rows `cs` `[S, rd]`; bf16 out.
+    fn rope_halves(&mut self, x: &Self::Tensor, cs: &Self::Tensor, heads: usize) -> Result<Self::Tensor, ExecError>;
+    /// `x + module.bias` on every row, then the output rounding.
+    fn bias_add(&mut self, x: &Self::Tensor, module: &str, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// The erf GELU of every element, then the output rounding.
+    fn gelu(&mut self, x: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
+    /// The aligner's unfold of a `[grid_h*grid_w, C]` patch grid into `[cells, C*cell^2]`, channel-major within a cell, zero past the grid.
+    fn unfold_cells(&mut self, x: &Self::Tensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<Self::Tensor, ExecError>;
+    /// Bidirectional attention of q `[N, heads*hd]` over k, v `[M, heads*hd]` (every key, no sink, scale hd^-1/2); bf16 out.
+    fn vit_attention(&mut self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, heads: usize) -> Result<Self::Tensor, ExecError>;
 }
 
 /// `route` from the ids read to the host and packed there (`kernels::moe::pack_routes`), the index tensors uploaded: both executors' way until routing runs on the device.

@@ -185,4 +185,19 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn moe_join(&mut self, routed: &E::Tensor, slots: &E::Tensor, ids: &E::Tensor, shared: &E::Tensor) -> Result<E::Tensor, ExecError> {
         self.run("moe_join", Reads::Nothing, |e| e.moe_join(routed, slots, ids, shared))
     }
+    fn rope_halves(&mut self, x: &E::Tensor, cs: &E::Tensor, heads: usize) -> Result<E::Tensor, ExecError> {
+        self.run("rope_halves", Reads::Nothing, |e| e.rope_halves(x, cs, heads))
+    }
+    fn bias_add(&mut self, x: &E::Tensor, module: &str, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("bias_add", Reads::Nothing, |e| e.bias_add(x, module, out))
+    }
+    fn gelu(&mut self, x: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
+        self.run("gelu", Reads::Nothing, |e| e.gelu(x, out))
+    }
+    fn unfold_cells(&mut self, x: &E::Tensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<E::Tensor, ExecError> {
+        self.run("unfold_cells", Reads::Nothing, |e| e.unfold_cells(x, grid_h, grid_w, cell))
+    }
+    fn vit_attention(&mut self, q: &E::Tensor, k: &E::Tensor, v: &E::Tensor, heads: usize) -> Result<E::Tensor, ExecError> {
+        self.run("vit_attention", Reads::Nothing, |e| e.vit_attention(q, k, v, heads))
+    }
 }

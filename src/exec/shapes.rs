@@ -302,3 +302,20 @@ pub fn moe_join(routed: Dims, slots: Dims, ids: Dims, shared: Dims) -> Result<()
     let ok = slots == ids && shared.0 == ids.0 && routed.1 == shared.1 && routed.0 == ids.0 * ids.1;
     check(ok, "moe_join", || format!("routed [{}, {}], slots [{}, {}], ids [{}, {}], shared [{}, {}]", routed.0, routed.1, slots.0, slots.1, ids.0, ids.1, shared.0, shared.1))
 }
+
+/// `bias_add`: a bias of the row width.
+pub fn bias_add(module: &str, bias: usize, x: Dims) -> Result<(), ExecError> {
+    check(bias == x.1, "bias_add", || format!("{module}.bias has {bias} values for rows of {}", x.1))
+}
+
+/// `unfold_cells`: the rows are the grid, a cell of at least one patch.
+pub fn unfold_cells(x: Dims, grid_h: usize, grid_w: usize, cell: usize) -> Result<(), ExecError> {
+    let ok = cell > 0 && grid_h > 0 && grid_w > 0 && x.0 == grid_h * grid_w && x.1 > 0;
+    check(ok, "unfold_cells", || format!("x [{}, {}] as a {grid_h} x {grid_w} grid in cells of {cell}", x.0, x.1))
+}
+
+/// `vit_attention`: q, k, v of one width in whole heads of at most the kernel's head dim, k and v alike.
+pub fn vit_attention(q: Dims, k: Dims, v: Dims, heads: usize) -> Result<(), ExecError> {
+    let ok = heads > 0 && q.1 == k.1 && k == v && k.0 > 0 && q.1.is_multiple_of(heads) && q.1 / heads <= crate::kernels::vision::MAX_HEAD_DIM && q.1 > 0;
+    check(ok, "vit_attention", || format!("q [{}, {}], k [{}, {}], v [{}, {}] in {heads} heads", q.0, q.1, k.0, k.1, v.0, v.1))
+}

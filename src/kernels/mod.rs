@@ -14,6 +14,7 @@ pub mod qat;
 pub mod registry;
 pub mod rope;
 pub mod rows;
+pub mod vision;
 mod util;
 
 pub use registry::registry;

@@ -39,9 +39,9 @@ pub(super) fn engram_gate(ex: &CpuExecutor, h: &CpuTensor, kv: &CpuTensor, qk: (
 }
 
 /// RoPE of each row.
-pub(super) fn rope(x: &CpuTensor, cs: &CpuTensor, heads: usize, inverse: bool) -> Result<CpuTensor, ExecError> {
+pub(super) fn rope(x: &CpuTensor, cs: &CpuTensor, heads: usize, inverse: bool, pairs: rope_op::Pairs) -> Result<CpuTensor, ExecError> {
     shapes::rope((x.rows, x.cols), (cs.rows, cs.cols), heads)?;
-    Ok(CpuTensor::from_rows(x.rows, x.cols, |i| rope_op::rotate(x.row(i), cs.row(i), heads, x.cols / heads, inverse)))
+    Ok(CpuTensor::from_rows(x.rows, x.cols, |i| rope_op::rotate(x.row(i), cs.row(i), heads, x.cols / heads, inverse, pairs)))
 }
 
 /// Gated pooling over the buffered rows then this call's rows; the remainder goes back into `partial`.

@@ -5,6 +5,7 @@ use crate::exec::shapes::{self, bf16_valued};
 use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::kernels::ops::{self, RmsNorm};
+use crate::kernels::vision;
 use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
 use crate::weights::{Checkpoint, TensorView};
@@ -229,7 +230,7 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn rope(&mut self, x: &CpuTensor, cs: &CpuTensor, heads: usize, inverse: bool) -> Result<CpuTensor, ExecError> {
-        m::rope(x, cs, heads, inverse)
+        m::rope(x, cs, heads, inverse, crate::kernels::rope::Pairs::Interleaved)
     }
 
     fn qat(&mut self, x: &CpuTensor, kind: Qat) -> Result<CpuTensor, ExecError> {
@@ -296,5 +297,34 @@ impl Executor for CpuExecutor<'_> {
 
     fn moe_join(&mut self, routed: &CpuTensor, slots: &CpuTensor, ids: &CpuTensor, shared: &CpuTensor) -> Result<CpuTensor, ExecError> {
         m::moe_join(routed, slots, ids, shared)
+    }
+
+    fn rope_halves(&mut self, x: &CpuTensor, cs: &CpuTensor, heads: usize) -> Result<CpuTensor, ExecError> {
+        m::rope(x, cs, heads, false, crate::kernels::rope::Pairs::Halves)
+    }
+
+    fn bias_add(&mut self, x: &CpuTensor, module: &str, out: Out) -> Result<CpuTensor, ExecError> {
+        let b = self.values(&format!("{module}.bias"))?;
+        shapes::bias_add(module, b.len(), (x.rows, x.cols))?;
+        let y = vision::row_op(vision::RowOp::BiasAdd, &x.data, &b, x.cols, out == Out::Bf16);
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: y })
+    }
+
+    fn gelu(&mut self, x: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: vision::row_op(vision::RowOp::Gelu, &x.data, &[], x.cols.max(1), out == Out::Bf16) })
+    }
+
+    fn unfold_cells(&mut self, x: &CpuTensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<CpuTensor, ExecError> {
+        shapes::unfold_cells((x.rows, x.cols), grid_h, grid_w, cell)?;
+        let u = vision::Unfold { grid_h, grid_w, channels: x.cols, cell };
+        let (ch, cw) = u.cells();
+        Ok(CpuTensor { rows: ch * cw, cols: u.width(), data: vision::unfold(&x.data, &u) })
+    }
+
+    fn vit_attention(&mut self, q: &CpuTensor, k: &CpuTensor, v: &CpuTensor, heads: usize) -> Result<CpuTensor, ExecError> {
+        shapes::vit_attention((q.rows, q.cols), (k.rows, k.cols), (v.rows, v.cols), heads)?;
+        let dim = q.cols / heads;
+        let scale = (1.0 / (dim as f64).sqrt()) as f32;
+        Ok(CpuTensor::from_rows(q.rows, q.cols, |i| vision::attend_all(q.row(i), &k.data, &v.data, heads, dim, scale)))
     }
 }

@@ -51,11 +51,16 @@ pub(super) fn engram_gate(ex: &mut GpuExecutor, h: &GpuTensor, kv: &GpuTensor, q
 }
 
 /// RoPE of each row.
-pub(super) fn rope(ex: &mut GpuExecutor, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
+pub(super) fn rope(ex: &mut GpuExecutor, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool, pairs: rope_op::Pairs) -> Result<GpuTensor, ExecError> {
     shapes::rope((x.rows, x.cols), (cs.rows, cs.cols), heads)?;
-    ex.need("rope", if inverse { "rope_inverse" } else { "rope" })?;
+    let name = match (pairs, inverse) {
+        (rope_op::Pairs::Halves, _) => "rope_halves",
+        (_, true) => "rope_inverse",
+        _ => "rope",
+    };
+    ex.need("rope", name)?;
     let y = ex.out(x.rows, x.cols)?;
-    rope_op::record_rope(&mut ex.rec, &x.buf, &cs.buf, &y.buf, x.rows, heads, x.cols / heads, cs.cols, inverse, 0)?;
+    rope_op::record_rope(&mut ex.rec, &x.buf, &cs.buf, &y.buf, x.rows, heads, x.cols / heads, cs.cols, inverse, pairs, 0)?;
     Ok(y)
 }
 

@@ -5,6 +5,7 @@ pub(crate) mod experts;
 mod layer_ops;
 pub(crate) mod ops;
 mod pool;
+mod vision_ops;
 pub(crate) mod rows;
 
 use layer_ops as gm;
@@ -379,7 +380,7 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn rope(&mut self, x: &GpuTensor, cs: &GpuTensor, heads: usize, inverse: bool) -> Result<GpuTensor, ExecError> {
-        gm::rope(self, x, cs, heads, inverse)
+        gm::rope(self, x, cs, heads, inverse, crate::kernels::rope::Pairs::Interleaved)
     }
 
     fn qat(&mut self, x: &GpuTensor, kind: Qat) -> Result<GpuTensor, ExecError> {
@@ -437,5 +438,25 @@ impl Executor for GpuExecutor<'_, '_> {
 
     fn moe_join(&mut self, routed: &GpuTensor, slots: &GpuTensor, ids: &GpuTensor, shared: &GpuTensor) -> Result<GpuTensor, ExecError> {
         experts::moe_join(self, routed, slots, ids, shared)
+    }
+
+    fn rope_halves(&mut self, x: &GpuTensor, cs: &GpuTensor, heads: usize) -> Result<GpuTensor, ExecError> {
+        gm::rope(self, x, cs, heads, false, crate::kernels::rope::Pairs::Halves)
+    }
+
+    fn bias_add(&mut self, x: &GpuTensor, module: &str, out: Out) -> Result<GpuTensor, ExecError> {
+        vision_ops::bias_add(self, x, module, out)
+    }
+
+    fn gelu(&mut self, x: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+        vision_ops::gelu(self, x, out)
+    }
+
+    fn unfold_cells(&mut self, x: &GpuTensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<GpuTensor, ExecError> {
+        vision_ops::unfold_cells(self, x, grid_h, grid_w, cell)
+    }
+
+    fn vit_attention(&mut self, q: &GpuTensor, k: &GpuTensor, v: &GpuTensor, heads: usize) -> Result<GpuTensor, ExecError> {
+        vision_ops::vit_attention(self, q, k, v, heads)
     }
 }

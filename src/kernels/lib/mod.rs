@@ -29,7 +29,7 @@ pub struct LibFn {
     edges: &'static [f32],
 }
 
-fn erf64(x: f64) -> f64 {
+pub(crate) fn erf64(x: f64) -> f64 {
     let a = x.abs();
     let r = if a < 3.0 {
         let (mut term, mut sum, x2) = (a, a, a * a);

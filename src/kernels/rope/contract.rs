@@ -1,6 +1,6 @@
-//! Contract registrations of RoPE, forward and inverse (`case.n` = head_dim, `case.k` = heads | rd << 16).
+//! Contract registrations of RoPE, forward, inverse and split-half (`case.n` = head_dim, `case.k` = heads | rd << 16).
 use crate::kernels::ops::contract::bf16_reference;
-use crate::kernels::rope::{self, table_row};
+use crate::kernels::rope::{self, table_row, Pairs};
 use crate::kernels::util::{f64s, gamma, poisoned, read_outputs, tiny, words, FLUSH};
 use crate::kernels::hc::stream_contract::BF16_HALF;
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
@@ -10,6 +10,7 @@ use crate::numerics::pow2;
 /// Registration of RoPE (`inverse` rotates by the negated angle).
 pub struct RopeKernel {
     pub inverse: bool,
+    pub pairs: Pairs,
 }
 
 fn dims(case: &Case) -> (usize, usize, usize) {
@@ -22,18 +23,30 @@ fn shape(label: &str, rows: usize, heads: usize, head_dim: usize, rd: usize) -> 
 
 impl Kernel for RopeKernel {
     fn name(&self) -> &'static str {
-        if self.inverse {
-            "rope_inverse"
-        } else {
-            "rope"
+        match (self.pairs, self.inverse) {
+            (Pairs::Halves, _) => "rope_halves",
+            (_, true) => "rope_inverse",
+            _ => "rope",
         }
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: [&[Variant]; 2] = [&[Variant::new("ref", &[crate::kernels::rope::ROPE])], &[Variant::new("ref", &[crate::kernels::rope::ROPE_INVERSE])]];
-        if self.inverse { V[1] } else { V[0] }
+        const V: [&[Variant]; 3] = [&[Variant::new("ref", &[rope::ROPE])], &[Variant::new("ref", &[rope::ROPE_INVERSE])], &[Variant::new("ref", &[rope::ROPE_HALVES])]];
+        match (self.pairs, self.inverse) {
+            (Pairs::Halves, _) => V[2],
+            (_, true) => V[1],
+            _ => V[0],
+        }
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let r = if quick { 2 } else { 32 };
+        if self.pairs == Pairs::Halves {
+            return vec![
+                shape("vit q", if quick { 4 } else { 64 }, 16, 64, 64),
+                shape("tiny vit", 9, 2, 32, 32),
+                shape("awkward", 3, 3, 40, 10),
+                shape("edge", 4, 4, 64, 16).edge(),
+            ];
+        }
         let many = if quick { 100 } else { 1000 };
         vec![
             shape("q", r, 64, 512, 64),
@@ -53,7 +66,7 @@ impl Kernel for RopeKernel {
         let width = heads * hd;
         let mut x = Vec::with_capacity(case.rows * width);
         let mut cs = Vec::with_capacity(case.rows * rd);
-        let theta = if rd == 64 && hd == 512 { 10_000f64 } else { 160_000f64 };
+        let theta = if (rd == 64 && hd == 512) || self.pairs == Pairs::Halves { 10_000f64 } else { 160_000f64 };
         let inv_freq: Vec<f64> = (0..rd / 2).map(|i| theta.powf(-2.0 * i as f64 / rd as f64)).collect();
         for r in 0..case.rows {
             let s = pow2(rng.below(13) as i32 - 6);
@@ -78,7 +91,7 @@ impl Kernel for RopeKernel {
     fn oracle(&self, case: &Case, inputs: &Inputs) -> Outputs {
         let (heads, hd, rd) = dims(case);
         let (x, cs) = (inputs.data[0].f32s(), inputs.data[1].f32s());
-        let y: Vec<f32> = (0..case.rows).flat_map(|r| rope::rotate(&x[r * heads * hd..(r + 1) * heads * hd], &cs[r * rd..(r + 1) * rd], heads, hd, self.inverse)).collect();
+        let y: Vec<f32> = (0..case.rows).flat_map(|r| rope::rotate(&x[r * heads * hd..(r + 1) * heads * hd], &cs[r * rd..(r + 1) * rd], heads, hd, self.inverse, self.pairs)).collect();
         vec![words(&y)]
     }
     fn reference(&self, case: &Case, inputs: &Inputs) -> Vec<f64> {
@@ -107,7 +120,7 @@ impl Kernel for RopeKernel {
         let cs = gpu.upload(&inputs.data[1].bytes)?;
         let y = poisoned(gpu, n)?;
         let mut rec = Recorder::new(gpu);
-        rope::record_rope(&mut rec, &x, &cs, &y, case.rows, heads, hd, rd, self.inverse, control)?;
+        rope::record_rope(&mut rec, &x, &cs, &y, case.rows, heads, hd, rd, self.inverse, self.pairs, control)?;
         rec.submit()?;
         read_outputs(gpu, &[(&y, n)])
     }
@@ -141,18 +154,29 @@ impl RopeKernel {
                     out.push(None);
                     continue;
                 }
-                let (q, a0) = (p - (hd - rd), i - (p - (hd - rd)) % 2);
-                let (a, b) = (f64::from(row[a0]), f64::from(row[a0 + 1]));
-                let c = f64::from(t[q / 2]);
-                let s = f64::from(t[half + q / 2]) * if self.inverse { -1.0 } else { 1.0 };
-                out.push(Some(if q % 2 == 0 { (a * c, -(b * s)) } else { (a * s, b * c) }));
+                let q = p - (hd - rd);
+                let (pair, second, ia, ib) = match self.pairs {
+                    Pairs::Interleaved => (q / 2, q % 2 == 1, i - q % 2, i - q % 2 + 1),
+                    Pairs::Halves => {
+                        let pair = q % half;
+                        (pair, q >= half, i - q + pair, i - q + pair + half)
+                    }
+                };
+                let (a, b) = (f64::from(row[ia]), f64::from(row[ib]));
+                let c = f64::from(t[pair]);
+                let s = f64::from(t[half + pair]) * if self.inverse { -1.0 } else { 1.0 };
+                out.push(Some(if second { (a * s, b * c) } else { (a * c, -(b * s)) }));
             }
         }
         out
     }
 }
 
-static ROPE_KERNELS: [RopeKernel; 2] = [RopeKernel { inverse: false }, RopeKernel { inverse: true }];
+static ROPE_KERNELS: [RopeKernel; 3] = [
+    RopeKernel { inverse: false, pairs: Pairs::Interleaved },
+    RopeKernel { inverse: true, pairs: Pairs::Interleaved },
+    RopeKernel { inverse: false, pairs: Pairs::Halves },
+];
 
 /// This family's registered kernels.
 pub fn kernels() -> Vec<&'static dyn Kernel> {
