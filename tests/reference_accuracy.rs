@@ -1,6 +1,7 @@
 //! Accuracy of the f32 CPU oracle against the float64 reference, stage by stage with teacher forcing: each reference stage runs on the oracle's recorded inputs, the backbone's and the DSpark draft head's (ring feeding on every call, a draft after every decode step).
 use lockstep::engine::Engine;
 use lockstep::exec::CpuExecutor;
+use lockstep::model::forward::vision::{encode_image, ImagePatches};
 use lockstep::model::forward::{LogitRows, Model as OracleModel};
 use lockstep::model::reference::{quant::bf16, Forcing, Model};
 use lockstep::model::taps::{Tap, Taps};
@@ -49,9 +50,9 @@ struct Tally {
     worst: f64,
 }
 
-/// Whether `l` names a backbone layer (`L3`) or a draft stage (`S1`).
+/// Whether `l` names a backbone layer (`L3`), a draft stage (`S1`) or a vision block (`V0`).
 fn numbered(l: &str) -> bool {
-    (l.starts_with('L') || l.starts_with('S')) && l[1..].parse::<usize>().is_ok()
+    (l.starts_with('L') || l.starts_with('S') || l.starts_with('V')) && l.len() > 1 && l[1..].parse::<usize>().is_ok()
 }
 
 fn class(name: &str) -> (String, Kind) {
@@ -62,7 +63,12 @@ fn class(name: &str) -> (String, Kind) {
         "engram" | "attn.q" | "attn.out" | "ffn.out" | "D.main_x" => Kind::Bf16Quant,
         _ => Kind::Bf16,
     };
-    let prefix = if name.starts_with('S') && numbered(name.split('.').next().unwrap_or("")) { "draft " } else { "" };
+    let first = name.split('.').next().unwrap_or("");
+    let prefix = match name.chars().next() {
+        Some('S') if numbered(first) => "draft ",
+        Some('V') | Some('A') if numbered(first) || first == "V" || first == "A" => "vision ",
+        _ => "",
+    };
     (format!("{prefix}{stage}"), kind)
 }
 
@@ -128,6 +134,45 @@ fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forc
     }
     assert!(tallies.len() >= 15 + 20, "too few stages compared: {:?}", tallies.keys().collect::<Vec<_>>());
     assert!(tallies.contains_key("draft ring_kv") && tallies.contains_key("D.confidence") && tallies.contains_key("draft attn.o"), "draft stages missing: {:?}", tallies.keys().collect::<Vec<_>>());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn tower_stages_are_within_rounding_of_the_float64_reference_under_teacher_forcing() {
+    let dir = std::env::temp_dir().join(format!("lockstep-reference-vision-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    make_tiny(&dir, 5, None).unwrap();
+    let (cfg, ck) = load(&dir, LoadMode::Copied, ValueCheck::Off).unwrap();
+    let map = TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32);
+    let reference = Model::with_token_map(&cfg, &ck, map.clone()).unwrap();
+    let oracle = OracleModel::new(cfg.clone(), &ck, map).unwrap();
+    let tower = reference.vision.as_ref().expect("the tiny model has a tower");
+    let patch = 3 * tower.cfg.patch_size * tower.cfg.patch_size;
+    let mut tallies: BTreeMap<String, (Kind, Tally)> = BTreeMap::new();
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut ex = CpuExecutor::new(&ck);
+    for (gh, gw) in [(8usize, 8usize), (5, 7), (3, 11)] {
+        let data: Vec<f32> = (0..gh * gw * patch).map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % 256) as f32 / 127.5 - 1.0
+        }).collect();
+        let mut otaps = Taps::on();
+        encode_image(&mut ex, &oracle, &ImagePatches { grid_h: gh, grid_w: gw, data: &data }, &mut otaps).unwrap();
+        let mut forcing = Forcing { oracle: to_f64(&otaps), ..Forcing::default() };
+        let mut rtaps = Taps::on();
+        tower.encode_forced(&data, gh, gw, &mut rtaps, Some(&mut forcing)).unwrap();
+        assert!(forcing.missing.is_empty(), "tower stages the oracle lacks: {:?}", forcing.missing);
+        tally_call(&reference, &rtaps, &forcing, &mut tallies);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut failures = Vec::new();
+    for (stage, (kind, t)) in &tallies {
+        println!("{stage:<18} {:>9} {:>8} {:>8} {:>12.3}", t.elems, t.flips, t.beyond, t.worst);
+        if *kind == Kind::Bf16 && t.beyond > 0 {
+            failures.push(format!("{stage}: {} beyond the bound of {} elements", t.beyond, t.elems));
+        }
+    }
+    assert!(tallies.len() >= 12, "too few tower stages compared: {:?}", tallies.keys().collect::<Vec<_>>());
     assert!(failures.is_empty(), "{failures:#?}");
 }
 

@@ -1,6 +1,6 @@
 //! The GPU executor's dense ops: weight upload and cache, GEMMs (act_quant first for fp8/fp4), RMSNorm, elementwise, SwiGLU, row copies.
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
-use crate::exec::{shapes, ExecError, Out};
+use crate::exec::{shapes, ExecError, Executor, Out};
 use crate::gpu::Buf;
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat};
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
@@ -26,6 +26,8 @@ pub(crate) struct GemmWeight {
     pub n: usize,
     /// Inputs.
     pub k: usize,
+    /// Inputs as the kernels see them: `k`, or for a bf16 weight whose `k` is not a multiple of 32, the next multiple (rows zero-padded on upload, inputs on use).
+    pub kp: usize,
     /// Row parts in order.
     pub parts: Vec<GemmPart>,
 }
@@ -47,11 +49,18 @@ fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> 
     let rb = gemm::row_bytes(fmt, k);
     let per = ((ex.limit as usize / rb.max(1)) / 32 * 32).max(32);
     let nb = k / 32;
+    let kp = if fmt == WeightFormat::Bf16 { k.next_multiple_of(32) } else { k };
     let mut parts = Vec::new();
     let mut r0 = lo;
     while r0 < hi {
         let r1 = (r0 + per).min(hi);
-        let wbuf = ex.gpu.upload(&spec.w[r0 * rb..r1 * rb])?;
+        let rows_bytes = &spec.w[r0 * rb..r1 * rb];
+        let wbuf = if kp == k {
+            ex.gpu.upload(rows_bytes)?
+        } else {
+            let padded: Vec<u8> = rows_bytes.chunks_exact(rb).flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0u8, 2 * (kp - k)))).collect();
+            ex.gpu.upload(&padded)?
+        };
         let s = match (fmt, spec.s) {
             (WeightFormat::E4m3, Some(sb)) => Some(ex.gpu.upload(&sb[(r0 / 32) * nb..r1.div_ceil(32) * nb])?),
             (WeightFormat::E2m1, Some(sb)) => Some(ex.gpu.upload(&sb[r0 * nb..r1 * nb])?),
@@ -60,7 +69,7 @@ fn upload_gemm(ex: &GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> 
         parts.push(GemmPart { n0: r0 - lo, n: r1 - r0, w: wbuf, s });
         r0 = r1;
     }
-    Ok(GemmWeight { fmt, n: hi - lo, k, parts })
+    Ok(GemmWeight { fmt, n: hi - lo, k, kp, parts })
 }
 
 /// The cached weight under `key`, uploaded by `make` on first use.
@@ -98,11 +107,28 @@ fn gemm_key(module: &str, rows: Option<(usize, usize)>) -> String {
     }
 }
 
+/// `x` `[m, k]` with zero columns up to `kp` (None when `k = kp`): its rows viewed in pieces of gcd(k, kp - k) words, zero pieces appended, gathered in order (copies, so the padded GEMM's blocks equal the oracle's partial last block).
+fn pad_cols(ex: &mut GpuExecutor, x: &GpuTensor, kp: usize) -> Result<Option<GpuTensor>, ExecError> {
+    let (m, k) = (x.rows, x.cols);
+    if kp == k || m == 0 {
+        return Ok(None);
+    }
+    let g = (1..=kp - k).rev().find(|g| k.is_multiple_of(*g) && (kp - k).is_multiple_of(*g)).unwrap_or(1);
+    let (per, pad) = (k / g, (kp - k) / g);
+    let mut stacked = ex.reshape(x, m * per, g)?;
+    let zeros = ex.zeros(pad, g)?;
+    ex.append_rows(&mut stacked, &zeros)?;
+    let idx: Vec<u32> = (0..m).flat_map(|r| (r * per..(r + 1) * per).chain(m * per..m * per + pad)).map(|i| i as u32).collect();
+    let idx = ex.upload_index(&idx)?;
+    let rows = ex.gather_rows(&stacked, &idx)?;
+    Ok(Some(ex.reshape(&rows, m, kp)?))
+}
+
 /// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, y.cols]`); `xs` are act_quant scales.
 fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m: usize, y: &GpuTensor, n_base: usize) -> Result<(), ExecError> {
     ex.need("linear", gemm_kernel(w.fmt))?;
     for p in &w.parts {
-        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.k, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
+        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.kp, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
         gemm::record(&mut ex.rec, &a, GemmVariant::for_rows(m), 0)?;
     }
     Ok(())
@@ -147,7 +173,8 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
     shapes::linear(module, w.k, (x.rows, x.cols))?;
     let y = ex.out_spare(x.rows, w.n, spare)?;
     if w.fmt == WeightFormat::Bf16 {
-        record_gemm(ex, w, (&x.buf, None), x.rows, &y, 0)?;
+        let xp = pad_cols(ex, x, w.kp)?;
+        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), x.rows, &y, 0)?;
     } else {
         let (q, s) = act_quant(ex, x)?;
         record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0)?;
@@ -166,7 +193,8 @@ pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ro
     shapes::block_dims(module, w.k, (x.rows, x.cols), w.n, (y.rows, y.cols), col)?;
     let m = x.rows;
     if w.fmt == WeightFormat::Bf16 {
-        record_gemm(ex, w, (&x.buf, None), m, y, col)
+        let xp = pad_cols(ex, x, w.kp)?;
+        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), m, y, col)
     } else if quantize {
         let (q, s) = act_quant(ex, x)?;
         record_gemm(ex, w, (&q, Some(&s)), m, y, col)

@@ -5,6 +5,7 @@ pub mod dspark;
 mod engram;
 mod ffn;
 mod model;
+pub mod vision;
 
 pub use batch::SeqInput;
 pub use dspark::{draft_batch, Draft, DraftInput};

@@ -7,6 +7,7 @@ pub mod index;
 pub mod mhc;
 pub mod moe;
 pub mod quant;
+pub mod vision;
 mod state;
 pub mod weights;
 
@@ -84,6 +85,8 @@ pub struct Model {
     pub hasher: Option<NgramHasher>,
     /// The DSpark draft head, when the model has one.
     pub dspark: Option<draft::Dspark>,
+    /// The vision tower and aligner, when the config has one.
+    pub vision: Option<vision::Vision>,
 }
 
 /// One site's `hc_{site}_fn`, `_base`, `_scale`.
@@ -214,7 +217,8 @@ impl Model {
         };
         let norm = vector(ck, "norm.weight", d)?;
         let dspark = draft::Dspark::load(ck, cfg)?;
-        Ok(Model { cfg: cfg.clone(), embed, layers, norm, head, token_map, hasher, dspark })
+        let vision = vision::Vision::load(ck, cfg)?;
+        Ok(Model { cfg: cfg.clone(), embed, layers, norm, head, token_map, hasher, dspark, vision })
     }
 
     /// A fresh per-sequence state at position 0.
