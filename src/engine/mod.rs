@@ -4,5 +4,5 @@ pub mod rounds;
 pub mod sampler;
 
 pub use generate::{GenerateError, GenerateOptions, Generation, Session};
-pub use rounds::{Engine, EngineError, SeqId, Span, Work};
+pub use rounds::{Engine, EngineError, ImageId, SeqId, Span, Work};
 pub use sampler::{logprobs, Filters, Sampler, SamplerError, Sampling};

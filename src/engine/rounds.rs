@@ -1,6 +1,7 @@
 //! The engine: one executor, the loaded model and any number of sequences; a round runs the rows of several sequences through one forward.
 use crate::exec::{ExecError, Executor};
-use crate::model::forward::{draft_batch, forward_batch, Draft, DraftInput, ForwardError, LogitRows, Model, SeqInput};
+use crate::model::forward::vision::{encode_image, span_embeds, ImagePatches};
+use crate::model::forward::{draft_batch, forward_batch, Draft, DraftInput, ForwardError, ImagePiece, LogitRows, Model, SeqInput};
 use crate::model::taps::Taps;
 use crate::model::{Mark, SeqState, StateError};
 
@@ -8,11 +9,17 @@ use crate::model::{Mark, SeqState, StateError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SeqId(usize);
 
+/// An image of an engine: its span's embeddings, made once by the tower, fed by any number of sequences until removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ImageId(usize);
+
 /// One span of a sequence's input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Span<'a> {
     /// Text token ids.
     Tokens(&'a [u32]),
+    /// Positions `from..from + len` of an image's span (every one carries the image token).
+    Image { image: ImageId, from: usize, len: usize },
 }
 
 /// One sequence's part of a round: its input spans (a prompt chunk or a decode token) and which of its rows get logits.
@@ -32,6 +39,9 @@ pub enum EngineError {
     /// The sequence is not (or no longer) in the engine.
     #[error("no sequence {0:?} in the engine")]
     Unknown(SeqId),
+    /// The image is not (or no longer) in the engine, or a span reaches past its end.
+    #[error("image {0:?}: {1}")]
+    Image(ImageId, String),
     /// A round named one sequence twice.
     #[error("sequence {0:?} appears twice in one round")]
     Twice(SeqId),
@@ -56,12 +66,14 @@ pub struct Engine<'m, 'c, E: Executor> {
     seqs: Vec<Option<SeqState<E::Tensor>>>,
     /// Whether sequences carry DSpark rings (fed on every position, so that any of them can draft).
     drafts: bool,
+    /// Image span embeddings `[span, D]` by id; `None` once removed.
+    images: Vec<Option<E::Tensor>>,
 }
 
 impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     /// An engine with no sequences.
     pub fn new(ex: E, model: &'m Model<'c>) -> Self {
-        Engine { ex, model, seqs: Vec::new(), drafts: false }
+        Engine { ex, model, seqs: Vec::new(), drafts: false, images: Vec::new() }
     }
 
     /// Feeds DSpark rings from now on (when the model has draft stages): every sequence added, reset or restored carries them.
@@ -89,6 +101,25 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
         let st = self.fresh()?;
         self.seqs.push(Some(st));
         Ok(SeqId(self.seqs.len() - 1))
+    }
+
+    /// Runs an image through the tower and the aligner once and keeps its span's embeddings (`llm_h x llm_w` cells): the id spans of sequences name.
+    pub fn add_image(&mut self, img: &ImagePatches<'_>, llm_h: usize, llm_w: usize, taps: &mut Taps<f32>) -> Result<ImageId, EngineError> {
+        let rows = encode_image(&mut self.ex, self.model, img, taps)?;
+        let embeds = span_embeds(&mut self.ex, self.model, &rows, llm_h, llm_w)?;
+        self.images.push(Some(embeds));
+        Ok(ImageId(self.images.len() - 1))
+    }
+
+    /// Positions of an image's span.
+    pub fn image_len(&self, id: ImageId) -> Result<usize, EngineError> {
+        let t = self.images.get(id.0).and_then(Option::as_ref).ok_or_else(|| EngineError::Image(id, "not in the engine".into()))?;
+        Ok(self.ex.dims(t).0)
+    }
+
+    /// Frees an image's embeddings.
+    pub fn remove_image(&mut self, id: ImageId) -> Result<(), EngineError> {
+        self.images.get_mut(id.0).and_then(Option::take).map(|_| ()).ok_or_else(|| EngineError::Image(id, "not in the engine".into()))
     }
 
     /// A new sequence whose state is a copy of `id`'s on the device: the two continue independently.
@@ -168,7 +199,6 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     /// Runs one round: every work item's input through one forward (sequences in work order); returns each item's logits `[rows, vocab]` (f32).
     pub fn round(&mut self, work: &[Work<'_>], taps: &mut Taps<f32>) -> Result<Vec<E::Tensor>, EngineError> {
         let mut taken: Vec<SeqState<E::Tensor>> = Vec::with_capacity(work.len());
-        let mut tokens: Vec<Vec<u32>> = Vec::with_capacity(work.len());
         let mut err = None;
         for w in work {
             match self.seqs.get_mut(w.seq.0).and_then(Option::take) {
@@ -178,21 +208,23 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
                     break;
                 }
             }
-            tokens.push(w.input.iter().flat_map(|s| match s {
-                Span::Tokens(t) => t.iter().copied(),
-            }).collect());
         }
         let result = match err {
             Some(e) => Err(e),
-            None => {
-                let mut inputs: Vec<SeqInput<'_, E::Tensor>> = taken.iter_mut().zip(&tokens).zip(work).map(|((state, t), w)| SeqInput { state, tokens: t, rows: w.rows }).collect();
-                forward_batch(&mut self.ex, self.model, &mut inputs, taps).map_err(EngineError::from)
-            }
+            None => self.forward_round(work, &mut taken, taps),
         };
         for (w, st) in work.iter().zip(taken) {
             self.seqs[w.seq.0] = Some(st);
         }
         result
+    }
+
+    /// The forward of a round over states taken out of the engine.
+    fn forward_round(&mut self, work: &[Work<'_>], taken: &mut [SeqState<E::Tensor>], taps: &mut Taps<f32>) -> Result<Vec<E::Tensor>, EngineError> {
+        let Engine { ex, model, seqs: _, drafts: _, images } = self;
+        let parts: Vec<(Vec<u32>, Vec<ImagePiece<'_, E::Tensor>>)> = work.iter().map(|w| pieces(ex, images, w.input, model.cfg.image_token_id as u32)).collect::<Result<_, _>>()?;
+        let mut inputs: Vec<SeqInput<'_, E::Tensor>> = taken.iter_mut().zip(&parts).zip(work).map(|((state, (t, p)), w)| SeqInput { state, tokens: t, rows: w.rows, images: p }).collect();
+        forward_batch(ex, model, &mut inputs, taps).map_err(EngineError::from)
     }
 
     /// Whether `id`'s rings hold what a draft at its position attends to.
@@ -217,4 +249,24 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
         let l = logits.pop().ok_or(EngineError::Forward(ForwardError::Input("the round returned no logits".into())))?;
         Ok(self.ex.read(&l)?)
     }
+}
+
+/// The token ids and the image pieces of a work item's spans, checked against the images' lengths.
+fn pieces<'t, E: Executor>(ex: &E, images: &'t [Option<E::Tensor>], input: &[Span<'_>], image_token: u32) -> Result<(Vec<u32>, Vec<ImagePiece<'t, E::Tensor>>), EngineError> {
+    let (mut ids, mut out) = (Vec::new(), Vec::new());
+    for s in input {
+        match *s {
+            Span::Tokens(t) => ids.extend_from_slice(t),
+            Span::Image { image, from, len } => {
+                let embeds = images.get(image.0).and_then(Option::as_ref).ok_or_else(|| EngineError::Image(image, "not in the engine".into()))?;
+                let n = ex.dims(embeds).0;
+                if len == 0 || from + len > n {
+                    return Err(EngineError::Image(image, format!("span rows {from}..{} of a span of {n}", from + len)));
+                }
+                out.push(ImagePiece { at: ids.len(), embeds, from, len });
+                ids.extend(std::iter::repeat_n(image_token, len));
+            }
+        }
+    }
+    Ok((ids, out))
 }

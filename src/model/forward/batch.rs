@@ -12,6 +12,31 @@ pub struct SeqInput<'s, T> {
     pub tokens: &'s [u32],
     /// Which of its rows get logits.
     pub rows: LogitRows,
+    /// Image span rows among its tokens: each piece's rows take their embeddings from the span's and route as image rows.
+    pub images: &'s [ImagePiece<'s, T>],
+}
+
+/// Rows of one image span inside a call: call rows `at..at + len` take rows `from..from + len` of the span's embeddings.
+pub struct ImagePiece<'s, T> {
+    /// The first call row of the piece.
+    pub at: usize,
+    /// The whole span's embeddings `[span, D]` (see `vision::span_embeds`).
+    pub embeds: &'s T,
+    /// The span row of call row `at`.
+    pub from: usize,
+    /// Rows of the piece.
+    pub len: usize,
+}
+
+impl<T> SeqInput<'_, T> {
+    /// Which of the call's rows lie in an image span.
+    pub fn image_mask(&self) -> Vec<bool> {
+        let mut m = vec![false; self.tokens.len()];
+        for p in self.images {
+            m.iter_mut().skip(p.at).take(p.len).for_each(|v| *v = true);
+        }
+        m
+    }
 }
 
 /// One sequence's place in the round and what its index sources published this round.
@@ -112,6 +137,16 @@ pub(crate) fn check_inputs<T>(cfg: &crate::model::Config, seqs: &[SeqInput<'_, T
         }
         if start + s > cfg.max_position_embeddings {
             return Err(at(format!("positions up to {} exceed max_position_embeddings {}", start + s, cfg.max_position_embeddings)));
+        }
+        let mut end = 0;
+        for p in q.images {
+            if p.len == 0 || p.at < end || p.at + p.len > s {
+                return Err(at(format!("image rows {}..{} overlap or leave the call of {s} tokens", p.at, p.at + p.len)));
+            }
+            if let Some(&t) = q.tokens[p.at..p.at + p.len].iter().find(|&&t| t as usize != cfg.image_token_id) {
+                return Err(at(format!("an image row carries token {t}, not the image token {}", cfg.image_token_id)));
+            }
+            end = p.at + p.len;
         }
         if q.state.layers.len() != cfg.num_hidden_layers {
             return Err(at(format!("the state has {} layers, the model {}", q.state.layers.len(), cfg.num_hidden_layers)));

@@ -38,8 +38,9 @@ pub(super) fn table_rows(m: &Model, prefix: &str, ids: impl Iterator<Item = u32>
     Ok(out)
 }
 
-/// Engram of layer `prefix` (position `li` in `engram_layer_ids`) on the streams `h` `[S, hc*D]`; `hash_ids` are the call's ids for every engram layer.
-pub(super) fn engram<E: Executor>(ex: &mut E, m: &Model, prefix: &str, li: usize, hash_ids: &[u32], s: usize, h: &E::Tensor) -> Result<E::Tensor, ForwardError> {
+/// Engram of layer `prefix` (position `li` in `engram_layer_ids`) on the streams `h` `[S, hc*D]`; `hash_ids` are the call's ids for every engram layer; image rows get no engram (gate 0).
+pub(super) fn engram<E: Executor>(ex: &mut E, m: &Model, prefix: &str, li: usize, hash_ids: &[u32], image: &[bool], h: &E::Tensor) -> Result<E::Tensor, ForwardError> {
+    let s = image.len();
     let cols = m.cfg.engram_hash_cols();
     let n_layers = m.cfg.engram_layer_ids.len();
     if hash_ids.len() != s * n_layers * cols {
@@ -49,7 +50,7 @@ pub(super) fn engram<E: Executor>(ex: &mut E, m: &Model, prefix: &str, li: usize
     let rows = table_rows(m, prefix, ids)?;
     let e = ex.upload(s, cols * m.cfg.engram_head_dim, &rows)?;
     let kv = ex.linear(&e, &format!("{prefix}.engram.wkv"), Out::Bf16)?;
-    let live = vec![true; s];
+    let live: Vec<bool> = image.iter().map(|&i| !i).collect();
     Ok(ex.engram_gate(h, &kv, &format!("{prefix}.engram.q_weight"), &format!("{prefix}.engram.k_weight"), &m.engram_gate(), &live)?)
 }
 

@@ -7,7 +7,7 @@ mod ffn;
 mod model;
 pub mod vision;
 
-pub use batch::SeqInput;
+pub use batch::{ImagePiece, SeqInput};
 pub use dspark::{draft_batch, Draft, DraftInput};
 pub use attn::wo_a;
 pub use ffn::{routed_experts, EXPERT_MATRICES};
@@ -73,7 +73,7 @@ pub(crate) fn tap<E: Executor>(ex: &mut E, taps: &mut Taps<f32>, name: impl Into
 
 /// Runs one chunk of one sequence's tokens at positions `state.pos..`, updating the state; returns the logits `[rows, vocab]` (f32).
 pub fn forward<E: Executor>(ex: &mut E, m: &Model, st: &mut SeqState<E::Tensor>, tokens: &[u32], rows: LogitRows, taps: &mut Taps<f32>) -> Result<E::Tensor, ForwardError> {
-    let mut logits = forward_batch(ex, m, &mut [SeqInput { state: st, tokens, rows }], taps)?;
+    let mut logits = forward_batch(ex, m, &mut [SeqInput { state: st, tokens, rows, images: &[] }], taps)?;
     logits.pop().ok_or_else(|| ForwardError::Input("the round returned no logits".into()))
 }
 
@@ -86,7 +86,7 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         for q in seqs.iter_mut() {
             let (start, s) = (q.state.pos, q.tokens.len());
             q.state.history.truncate(start);
-            q.state.history.extend(&m.token_map, q.tokens, None)?;
+            q.state.history.extend(&m.token_map, q.tokens, Some(&q.image_mask()))?;
             hash_ids.extend(hasher.hash(&q.state.history, start, s)?);
         }
     }
@@ -104,8 +104,9 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         cs_compress: ex.upload(s, rd, &m.rope_rows(RopeTable::Compress, positions.iter().copied()))?,
     };
     let hc = cfg.hc_mult;
-    let text_only = vec![false; s];
+    let image: Vec<bool> = seqs.iter().flat_map(|q| q.image_mask()).collect();
     let e = ex.embed("embed", &tokens)?;
+    let e = vision::with_images(ex, &*seqs, &ctx.seqs, e)?;
     tap(ex, taps, "embed", &e)?;
     let mut h = ex.hc_repeat(&e, hc)?;
     let mix_dim = m.hc().mix_dim();
@@ -119,7 +120,7 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         let plan = &m.plan[l];
         let p = plan.prefix();
         if let Some(li) = plan.engram {
-            h = engram::engram(ex, m, &p, li, &hash_ids, s, &h)?;
+            h = engram::engram(ex, m, &p, li, &hash_ids, &image, &h)?;
             tap(ex, taps, format!("L{l}.engram"), &h)?;
         }
         if let (Some(mean), Some(t)) = (&mean, plan.dspark_target) {
@@ -136,7 +137,7 @@ pub fn forward_batch<E: Executor>(ex: &mut E, m: &Model, seqs: &mut [SeqInput<'_
         let x = ex.hc_collapse(&h, &mix_a, hc)?;
         let x = ex.rmsnorm(&x, &format!("{p}.ffn_norm"), m.eps(), Out::Bf16)?;
         tap(ex, taps, format!("L{l}.ffn.x"), &x)?;
-        let y = ffn::moe(ex, m, l, &format!("L{l}"), &x, &text_only, taps)?;
+        let y = ffn::moe(ex, m, l, &format!("L{l}"), &x, &image, taps)?;
         h = ex.hc_expand(&y, &h, &mix_f, hc)?;
         tap(ex, taps, format!("L{l}.h_ffn"), &h)?;
         pre = mix_f;

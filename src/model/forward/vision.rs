@@ -115,3 +115,62 @@ pub fn encode_image<E: Executor>(ex: &mut E, m: &Model, img: &ImagePatches<'_>, 
     tap(ex, taps, "A.rows", &rows)?;
     Ok(rows)
 }
+
+/// Positions of an image span of `llm_h x llm_w` cells: start, each row of cells and its newline, end.
+pub fn span_len(llm_h: usize, llm_w: usize) -> usize {
+    llm_h * (llm_w + 1) + 2
+}
+
+/// A top-level bf16 vector of the checkpoint (`image_start`, `image_newline`, `image_end`) as a `[1, D]` tensor.
+fn delimiter<E: Executor>(ex: &mut E, m: &Model, name: &str) -> Result<E::Tensor, ForwardError> {
+    let t = m.ckpt.verified(name).map_err(|e| ForwardError::Input(e.to_string()))?;
+    let v = t.to_f32().ok_or_else(|| ForwardError::Input(format!("tensor `{name}` is not bf16 or f32")))?;
+    if v.len() != m.cfg.hidden_size {
+        return Err(ForwardError::Input(format!("tensor `{name}` has {} values, the model width is {}", v.len(), m.cfg.hidden_size)));
+    }
+    Ok(ex.upload(1, v.len(), &v)?)
+}
+
+/// The span's embeddings `[span_len, D]`: `image_start`, each row of the image's cell rows followed by `image_newline`, `image_end` (copies, exact).
+pub fn span_embeds<E: Executor>(ex: &mut E, m: &Model, rows: &E::Tensor, llm_h: usize, llm_w: usize) -> Result<E::Tensor, ForwardError> {
+    let (n, d) = ex.dims(rows);
+    if n != llm_h * llm_w || d != m.cfg.hidden_size {
+        return Err(ForwardError::Input(format!("{n} image rows of {d} for a {llm_h} x {llm_w} grid")));
+    }
+    let mut stacked = ex.copy(rows)?;
+    for name in ["image_start", "image_newline", "image_end"] {
+        let v = delimiter(ex, m, name)?;
+        ex.append_rows(&mut stacked, &v)?;
+    }
+    let (start, newline, end) = (n as u32, n as u32 + 1, n as u32 + 2);
+    let mut idx = vec![start];
+    for r in 0..llm_h {
+        idx.extend((r * llm_w..(r + 1) * llm_w).map(|i| i as u32));
+        idx.push(newline);
+    }
+    idx.push(end);
+    let idx = ex.upload_index(&idx)?;
+    Ok(ex.gather_rows(&stacked, &idx)?)
+}
+
+/// The round's embeddings with every image piece's rows replaced by its span's rows (one gather over the token embeddings and the pieces; `e` itself when no sequence has images).
+pub(crate) fn with_images<E: Executor>(ex: &mut E, seqs: &[super::SeqInput<'_, E::Tensor>], ctx: &[super::batch::SeqCtx<E::Tensor>], e: E::Tensor) -> Result<E::Tensor, ForwardError> {
+    if seqs.iter().all(|q| q.images.is_empty()) {
+        return Ok(e);
+    }
+    let s = ex.dims(&e).0;
+    let mut idx: Vec<u32> = (0..s as u32).collect();
+    let mut stacked = ex.copy(&e)?;
+    for (q, c) in seqs.iter().zip(ctx) {
+        for p in q.images {
+            let base = ex.dims(&stacked).0;
+            let rows = ex.slice_rows(p.embeds, p.from, p.len)?;
+            ex.append_rows(&mut stacked, &rows)?;
+            for i in 0..p.len {
+                idx[c.row + p.at + i] = (base + i) as u32;
+            }
+        }
+    }
+    let idx = ex.upload_index(&idx)?;
+    Ok(ex.gather_rows(&stacked, &idx)?)
+}
