@@ -83,6 +83,8 @@ enum BenchWhat {
     },
     /// Prefill and decode tok/s of a checkpoint on the GPU executor, and decode's bandwidth against the stream-read ceiling.
     Forward(lockstep::cli::bench_forward::ForwardArgs),
+    /// The vision tower and aligner's time per image on the GPU executor.
+    Vision(lockstep::cli::bench_vision::VisionArgs),
 }
 
 fn open_gpu(device: Option<&str>) -> Result<Option<Gpu>> {
@@ -175,6 +177,9 @@ fn main() -> Result<()> {
         }
         Command::Bench { what: BenchWhat::Forward(args) } => {
             lockstep::cli::bench_forward::run(&args, &mut std::io::stdout())?;
+        }
+        Command::Bench { what: BenchWhat::Vision(args) } => {
+            lockstep::cli::bench_vision::run(&args, &mut std::io::stdout())?;
         }
     }
     Ok(())

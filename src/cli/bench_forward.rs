@@ -86,7 +86,7 @@ fn argmax(logits: &[f32]) -> u32 {
 }
 
 /// The engram token map without a tokenizer where the config allows one (no engram, or the synthetic map of 64 classes).
-fn bench_token_map(cfg: &Config, dir: &Path) -> Result<TokenMap> {
+pub(crate) fn bench_token_map(cfg: &Config, dir: &Path) -> Result<TokenMap> {
     if cfg.engram_layer_ids.is_empty() {
         return Ok(TokenMap::synthetic(cfg.vocab_size, 1));
     }

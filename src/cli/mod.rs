@@ -2,6 +2,7 @@
 pub mod bench_counted;
 pub mod bench_forward;
 pub mod bench_kernels;
+pub mod bench_vision;
 pub mod diff;
 pub mod inspect;
 pub mod run;

@@ -14,6 +14,8 @@ pub const MAX_PRESET_LAYERS: usize = 40;
 pub enum Preset {
     /// Release widths (hidden 5120, 384 experts of 2304, vocab 129280), few layers, a tiny engram table, the release's DSpark head (3 stages of 128 experts) on the last three layers, no vision.
     FlashScaled,
+    /// The same with the release's vision tower and aligner (32 blocks of 1024, aligner into 5120).
+    FlashScaledVision,
 }
 
 impl FromStr for Preset {
@@ -22,7 +24,8 @@ impl FromStr for Preset {
     fn from_str(s: &str) -> Result<Preset, ConfigError> {
         match s {
             "flash-scaled" => Ok(Preset::FlashScaled),
-            other => Err(invalid("--preset", format!("`{other}` is not a preset; known: flash-scaled"))),
+            "flash-scaled-vision" => Ok(Preset::FlashScaledVision),
+            other => Err(invalid("--preset", format!("`{other}` is not a preset; known: flash-scaled, flash-scaled-vision"))),
         }
     }
 }
@@ -51,8 +54,15 @@ fn flash_scaled_roles(n: usize) -> Roles {
 
 /// The config JSON of `preset` with `layers` backbone layers (the preset's default when `None`), validated.
 pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<String, ConfigError> {
-    let Preset::FlashScaled = preset;
     let mut v: Value = serde_json::from_str(FLASH_SCALED_CONFIG_JSON).map_err(|e| ConfigError::Json(e.to_string()))?;
+    if preset == Preset::FlashScaledVision {
+        let top = v.as_object_mut().ok_or_else(|| ConfigError::Json("the preset is not an object".into()))?;
+        top.insert("vision_config".into(), json!({
+            "model_type": "deepseek_v41_vision", "num_hidden_layers": 32, "hidden_size": 1024, "num_attention_heads": 16,
+            "intermediate_size": 2816, "patch_size": 14, "rope_theta": 10000, "downsample_ratio": 3,
+            "max_image_tokens": 1024, "min_pixels": 295936, "max_wh_ratio": null
+        }));
+    }
     if let Some(n) = layers {
         if n == 0 || n > MAX_PRESET_LAYERS {
             return Err(invalid("--layers", format!("is {n}; must be between 1 and {MAX_PRESET_LAYERS}")));
