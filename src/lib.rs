@@ -1,6 +1,6 @@
 //! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
 //!
-//! Layers, each importing only from the ones above it in this list: numerics, gpu, contract, kernels, weights, exec, text, model, engine, serve, api, cli.
+//! Layers, each importing only from the ones above it in this list: numerics, gpu, contract, kernels, weights, exec, text, vision, model, engine, serve, api, cli.
 pub mod numerics;
 pub mod gpu;
 pub mod contract;
@@ -8,6 +8,7 @@ pub mod kernels;
 pub mod weights;
 pub mod exec;
 pub mod text;
+pub mod vision;
 pub mod model;
 pub mod engine;
 pub mod serve;
