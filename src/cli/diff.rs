@@ -1,6 +1,9 @@
 //! `lockstep diff`: runs two executors on the same tokens with taps on (and, when the model drafts, a draft block after the prompt and every decode step) and names the first stage whose bits differ, with its ulp distance and its error against the f64 reference.
 use crate::cli::run::{gpu_executor, load_model, open_device, Loaded};
-use crate::engine::Session;
+use crate::cli::image::{place_image, spans};
+use crate::engine::{ImageId, Session, Span, Work};
+use crate::model::forward::vision::ImagePatches;
+use crate::vision;
 use crate::exec::observe::{Observed, Observer};
 use crate::exec::{CpuExecutor, ExecError, Executor};
 use crate::model::forward::{LogitRows, Model};
@@ -35,6 +38,9 @@ pub struct DiffArgs {
     /// Prompt tokens per prefill call.
     #[arg(long, default_value_t = 128)]
     pub prefill_chunk: usize,
+    /// An image file (PNG, JPEG, WebP, GIF) whose span replaces the prompt's first `<｜deepseek_image｜>` (or follows the first token); the tower's stages are compared too.
+    #[arg(long)]
+    pub image: Option<PathBuf>,
     /// Test hook: executor b's output of the n-th call of OP (`OP` or `OP:N`, from 0) moves by one ulp of its precision.
     #[arg(long, hide = true)]
     pub perturb_b: Option<String>,
@@ -110,17 +116,29 @@ fn compare(call: usize, a: &Tap<f32>, b: &Tap<f32>) -> Option<StageDiff> {
 
 /// One side of the diff: a session that runs a call and hands back its logits and taps.
 trait Side {
-    /// Runs `tokens` as one forward call with taps on.
-    fn call(&mut self, tokens: &[u32]) -> Result<(Vec<f32>, Taps<f32>)>;
+    /// Runs `spans` as one forward call with taps on.
+    fn call(&mut self, spans: &[Span<'_>]) -> Result<(Vec<f32>, Taps<f32>)>;
+    /// Runs an image through the tower with taps on.
+    fn add_image(&mut self, image: &vision::Image) -> Result<(ImageId, Taps<f32>)>;
     /// Drafts a block after the sequence's position from `first` with taps on.
     fn draft(&mut self, first: u32) -> Result<Taps<f32>>;
 }
 
 impl<E: Executor> Side for Session<'_, '_, E> {
-    fn call(&mut self, tokens: &[u32]) -> Result<(Vec<f32>, Taps<f32>)> {
+    fn call(&mut self, spans: &[Span<'_>]) -> Result<(Vec<f32>, Taps<f32>)> {
         let mut taps = Taps::on();
-        let logits = self.run(tokens, LogitRows::Last, &mut taps)?;
+        let seq = self.seq;
+        let out = self.engine.round(&[Work { seq, input: spans, rows: LogitRows::Last }], &mut taps)?;
+        let logits = out.first().map(|t| self.engine.ex.read(t)).transpose()?.unwrap_or_default();
         Ok((logits, taps))
+    }
+
+    fn add_image(&mut self, image: &vision::Image) -> Result<(ImageId, Taps<f32>)> {
+        let mut taps = Taps::on();
+        let p = &image.patches;
+        let img = ImagePatches { grid_h: p.grid_h as usize, grid_w: p.grid_w as usize, data: &p.data };
+        let id = self.engine.add_image(&img, p.llm_h as usize, p.llm_w as usize, &mut taps)?;
+        Ok((id, taps))
     }
 
     fn draft(&mut self, first: u32) -> Result<Taps<f32>> {
@@ -203,14 +221,14 @@ fn reference_tap(l: &Loaded, calls: &[Vec<u32>], upto: usize, draft: Option<u32>
     Ok(taps.get(stage).map(|t| t.data.clone()))
 }
 
-/// The first tap of `ta` whose bits differ from `tb`'s, with the reference error; the count compared otherwise.
-fn first_difference(l: &Loaded, calls: &[Vec<u32>], i: usize, draft: Option<u32>, ta: &Taps<f32>, tb: &Taps<f32>) -> Result<std::result::Result<usize, StageDiff>> {
+/// The first tap of `ta` whose bits differ from `tb`'s, with the reference error when `reference` (text prompts); the count compared otherwise.
+fn first_difference(l: &Loaded, calls: &[Vec<u32>], i: usize, draft: Option<u32>, ta: &Taps<f32>, tb: &Taps<f32>, reference: bool) -> Result<std::result::Result<usize, StageDiff>> {
     if ta.list.len() != tb.list.len() {
         bail!("call {i}: executor a recorded {} taps, b {}", ta.list.len(), tb.list.len());
     }
     for (x, y) in ta.list.iter().zip(&tb.list) {
         if let Some(mut d) = compare(i, x, y) {
-            if let Ok(Some(r)) = reference_tap(l, calls, i, draft, &x.name) {
+            if let Some(Ok(Some(r))) = reference.then(|| reference_tap(l, calls, i, draft, &x.name)) {
                 d.reference = (r.len() == x.data.len()).then(|| (max_error(&x.data, &r), max_error(&y.data, &r)));
             }
             return Ok(Err(d));
@@ -227,19 +245,37 @@ fn argmax(v: &[f32]) -> u32 {
 /// Runs both executors call by call and returns the first difference (with the reference error) or the count of equal stages.
 pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     let (ga, gb) = (open_device(&args.a)?, open_device(&args.b)?);
-    let l = load_model(&args.model, &args.prompt, args.chat, super::run::VerifyWeights::Sampled)?;
+    let mut l = load_model(&args.model, &args.prompt, args.chat, super::run::VerifyWeights::Sampled)?;
+    let placed = args.image.as_deref().map(|p| place_image(&l.cfg, &mut l.prompt, p)).transpose()?;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
     let mut a = side(ga.as_ref(), &l, &model, &args.a, None)?;
     let mut b = side(gb.as_ref(), &l, &model, &args.b, args.perturb_b.as_deref())?;
-    let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
-    let mut calls: Vec<Vec<u32>> = l.prompt.chunks(args.prefill_chunk.max(1)).map(<[u32]>::to_vec).collect();
-    let prefill = calls.len();
     let mut stages = 0;
+    let (mut ia, mut ib) = (None, None);
+    if let Some(p) = &placed {
+        let (xa, ta) = a.add_image(&p.image).with_context(|| format!("executor a ({}), the image", args.a))?;
+        let (xb, tb) = b.add_image(&p.image).with_context(|| format!("executor b ({}), the image", args.b))?;
+        match first_difference(&l, &[], 0, None, &ta, &tb, false)? {
+            Ok(n) => stages += n,
+            Err(d) => return Ok(DiffOutcome::Differ(d)),
+        }
+        (ia, ib) = (Some((xa, p.at, p.len)), Some((xb, p.at, p.len)));
+    }
+    let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
+    let chunk = args.prefill_chunk.max(1);
+    let bounds: Vec<(usize, usize)> = (0..l.prompt.len()).step_by(chunk).map(|lo| (lo, (lo + chunk).min(l.prompt.len()))).collect();
+    let mut calls: Vec<Vec<u32>> = bounds.iter().map(|&(lo, hi)| l.prompt[lo..hi].to_vec()).collect();
+    let prefill = calls.len();
+    let reference = placed.is_none();
     let mut i = 0;
     while i < calls.len() {
-        let (la, ta) = a.call(&calls[i]).with_context(|| format!("executor a ({}), call {i}", args.a))?;
-        let (_, tb) = b.call(&calls[i]).with_context(|| format!("executor b ({}), call {i}", args.b))?;
-        match first_difference(&l, &calls, i, None, &ta, &tb)? {
+        let (sa, sb) = match bounds.get(i) {
+            Some(&(lo, hi)) => (spans(&l.prompt, ia, lo, hi), spans(&l.prompt, ib, lo, hi)),
+            None => (vec![Span::Tokens(&calls[i])], vec![Span::Tokens(&calls[i])]),
+        };
+        let (la, ta) = a.call(&sa).with_context(|| format!("executor a ({}), call {i}", args.a))?;
+        let (_, tb) = b.call(&sb).with_context(|| format!("executor b ({}), call {i}", args.b))?;
+        match first_difference(&l, &calls, i, None, &ta, &tb, reference)? {
             Ok(n) => stages += n,
             Err(d) => return Ok(DiffOutcome::Differ(d)),
         }
@@ -247,7 +283,7 @@ pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
             let first = argmax(&la);
             let da = a.draft(first).with_context(|| format!("executor a ({}), draft after call {i}", args.a))?;
             let db = b.draft(first).with_context(|| format!("executor b ({}), draft after call {i}", args.b))?;
-            match first_difference(&l, &calls, i, Some(first), &da, &db)? {
+            match first_difference(&l, &calls, i, Some(first), &da, &db, reference)? {
                 Ok(n) => stages += n,
                 Err(d) => return Ok(DiffOutcome::Differ(d)),
             }

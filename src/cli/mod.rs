@@ -4,6 +4,7 @@ pub mod bench_forward;
 pub mod bench_kernels;
 pub mod bench_vision;
 pub mod diff;
+mod image;
 pub mod inspect;
 pub mod run;
 pub mod serve;
