@@ -4,13 +4,16 @@
 //! (`plan_image_grid`), then `ImageOps.pad(image, box, color=(127, 127, 127))`, then
 //! `((x / 255 - 0.5) / 0.5).to(torch.bfloat16)` and the patch reshape. Each step has its file here.
 pub mod contain;
+pub mod decode;
 pub mod error;
 pub mod geometry;
+pub mod gif_frame;
 pub mod patches;
 pub mod resize;
 
 use sha2::{Digest, Sha256};
 
+pub use decode::{check_pixels, decode, Format};
 pub use error::VisionError;
 pub use geometry::{plan, Plan};
 pub use patches::Patches;
@@ -143,6 +146,13 @@ pub fn canvas(image: RgbRef<'_>, s: &Settings) -> Result<(Plan, Rgb), VisionErro
         contain::pad(image, plan.box_w, plan.box_h, PAD_FILL)?
     };
     Ok((plan, canvas))
+}
+
+/// Decodes image bytes and preprocesses them.
+pub fn preprocess(bytes: &[u8], s: &Settings) -> Result<Image, VisionError> {
+    s.check()?;
+    let rgb = decode::decode(bytes, s.max_pixels)?;
+    preprocess_rgb(rgb.width, rgb.height, &rgb.data, s)
 }
 
 /// Preprocesses decoded RGB pixels (`width * height * 3` bytes, rows top to bottom).
