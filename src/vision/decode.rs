@@ -120,7 +120,7 @@ fn jpeg_reaches_eoi(b: &[u8]) -> bool {
                 i += 2 + len;
                 if marker == 0xda {
                     // Entropy-coded data ends at the first 0xFF not followed by a stuffed 0x00 or a restart marker.
-                    while i + 1 < b.len() && !(b[i] == 0xff && !matches!(b[i + 1], 0x00 | 0xd0..=0xd7)) {
+                    while i + 1 < b.len() && (b[i] != 0xff || matches!(b[i + 1], 0x00 | 0xd0..=0xd7)) {
                         i += 1;
                     }
                 }

@@ -1,7 +1,8 @@
 //! A GIF's first frame as Pillow's `convert("RGB")` shows it: palette indices on the logical screen, looked up in the frame's palette.
 //!
 //! Pillow fills the screen outside the first frame with the frame's transparent index (or index 0) and
-//! never composites; an index past the palette's end reads Pillow's default entry, gray (i, i, i).
+//! never composites; an index past the palette's end reads black. A GIF without any color table, which
+//! Pillow opens as gray, is refused: the gif crate does not decode one.
 
 use std::io::Cursor;
 use std::num::NonZeroU64;
@@ -34,13 +35,10 @@ pub fn first_frame(bytes: &[u8], max_frame_bytes: u64) -> Result<Rgb, VisionErro
         let dst = (top + y) * w + left;
         indices[dst..dst + n].copy_from_slice(&frame.buffer[y * fw..y * fw + n]);
     }
-    let palette = frame.palette.as_deref().or(global.as_deref()).unwrap_or(&[]);
+    let palette = frame.palette.as_deref().or(global.as_deref()).ok_or_else(|| failed("the first frame has no color table"))?;
     let mut lut = [[0u8; 3]; 256];
-    for (i, entry) in lut.iter_mut().enumerate() {
-        *entry = match palette.get(i * 3..i * 3 + 3) {
-            Some(c) => [c[0], c[1], c[2]],
-            None => [i as u8; 3],
-        };
+    for (entry, c) in lut.iter_mut().zip(palette.chunks_exact(3)) {
+        *entry = [c[0], c[1], c[2]];
     }
     let data = indices.iter().flat_map(|&i| lut[usize::from(i)]).collect();
     Ok(Rgb { width: w as u32, height: h as u32, data })
