@@ -97,3 +97,33 @@ fn diff_finds_all_stages_equal_and_names_a_planted_one_ulp_difference_in_the_bac
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success() && stdout.contains("first difference: call 0 stage S0.attn.o:") && stdout.contains("f64 reference error"), "{stdout}");
 }
+
+#[test]
+fn diff_with_an_image_finds_the_tower_and_the_span_equal_and_names_a_planted_difference_in_the_tower() {
+    let dir = model_dir("diff-image");
+    let d = dir.0.to_str().expect("utf-8");
+    let png = dir.0.join("picture.png");
+    let mut s = 0x51u64;
+    let px: Vec<u8> = (0..150 * 97 * 3).map(|_| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (s >> 56) as u8
+    }).collect();
+    image::RgbImage::from_raw(150, 97, px).expect("pixels").save(&png).expect("write png");
+    let p = png.to_str().expect("utf-8");
+    let base = ["diff", "--a", "cpu", "--b", "gpu", "--model", d, "--prompt", PROMPT, "--image", p, "--max-tokens", "2", "--prefill-chunk", "9"];
+    let out = lockstep(&base);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("stages equal"), "diff --image failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let mut planted = base.to_vec();
+    planted.extend(["--perturb-b", "vit_attention:1"]);
+    let out = lockstep(&planted);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && stdout.contains("stage V1.attn:"), "{stdout}");
+    let junk = dir.0.join("junk.png");
+    std::fs::write(&junk, b"\x89PNG\r\n\x1a\n truncated").expect("write");
+    let mut bad = base.to_vec();
+    bad[10] = junk.to_str().expect("utf-8");
+    let out = lockstep(&bad);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("junk.png") && stderr.contains("decode") && !stderr.contains("panicked"), "{stderr}");
+}
