@@ -48,7 +48,7 @@ fn batched_taps_are_each_sequences_alone_taps_concatenated_in_batch_order() {
     }
     let mut states = after_round_0(&mut ex, &model);
     let mut slots: Vec<Option<&mut SeqState<CpuTensor>>> = states.iter_mut().map(Some).collect();
-    let mut inputs: Vec<_> = round.iter().map(|c| SeqInput { state: slots[c.seq].take().expect("once"), tokens: &c.tokens, rows: c.rows }).collect();
+    let mut inputs: Vec<_> = round.iter().map(|c| SeqInput { state: slots[c.seq].take().expect("once"), tokens: &c.tokens, rows: c.rows, images: &[] }).collect();
     let mut taps = Taps::on();
     forward_batch(&mut ex, &model, &mut inputs, &mut taps).expect("forward_batch");
     let rows: usize = round.iter().map(|c| c.tokens.len()).sum();
@@ -76,12 +76,12 @@ fn a_bad_sequence_fails_the_round_and_leaves_every_state_untouched() {
     let before = (a.to_bytes(&mut ex).expect("state"), b.to_bytes(&mut ex).expect("state"));
     let (good, v) = (prompt(4), t.cfg.vocab_size as u32);
     for bad in [vec![], vec![3, v]] {
-        let mut round = [SeqInput { state: &mut a, tokens: &good, rows: LogitRows::All }, SeqInput { state: &mut b, tokens: &bad, rows: LogitRows::Last }];
+        let mut round = [SeqInput { state: &mut a, tokens: &good, rows: LogitRows::All, images: &[] }, SeqInput { state: &mut b, tokens: &bad, rows: LogitRows::Last, images: &[] }];
         assert!(forward_batch(&mut ex, &model, &mut round, &mut Taps::default()).is_err(), "bad sequence {bad:?} accepted");
         assert!((a.to_bytes(&mut ex).expect("state"), b.to_bytes(&mut ex).expect("state")) == before, "a rejected round changed a state");
     }
     assert!(forward_batch(&mut ex, &model, &mut [], &mut Taps::default()).is_err(), "an empty round");
-    let mut round = [SeqInput { state: &mut a, tokens: &good, rows: LogitRows::All }, SeqInput { state: &mut b, tokens: &good, rows: LogitRows::Last }];
+    let mut round = [SeqInput { state: &mut a, tokens: &good, rows: LogitRows::All, images: &[] }, SeqInput { state: &mut b, tokens: &good, rows: LogitRows::Last, images: &[] }];
     let logits = forward_batch(&mut ex, &model, &mut round, &mut Taps::default()).expect("the round runs");
     assert_eq!(logits.iter().map(|l| l.rows).collect::<Vec<_>>(), vec![4, 1], "logit rows per sequence");
 }

@@ -70,7 +70,7 @@ pub fn batched<E: Executor>(ex: &mut E, model: &Model, rounds: &[Vec<Call>], ord
         let calls: Vec<&Call> = order(r, round.len()).into_iter().map(|i| &round[i]).collect();
         let mut slots: Vec<Option<&mut SeqState<E::Tensor>>> = states.iter_mut().map(Some).collect();
         let mut inputs: Vec<SeqInput<'_, E::Tensor>> =
-            calls.iter().map(|c| SeqInput { state: slots[c.seq].take().expect("a sequence once per round"), tokens: &c.tokens, rows: c.rows }).collect();
+            calls.iter().map(|c| SeqInput { state: slots[c.seq].take().expect("a sequence once per round"), tokens: &c.tokens, rows: c.rows, images: &[] }).collect();
         let logits = forward_batch(ex, model, &mut inputs, &mut Taps::default()).expect("forward_batch");
         drop(inputs);
         assert_eq!(logits.len(), calls.len(), "round {r}: one logits tensor per sequence");
