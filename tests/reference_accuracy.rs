@@ -76,13 +76,19 @@ fn to_f64(t: &Taps<f32>) -> Taps<f64> {
     Taps { enabled: true, list: t.list.iter().map(|x| Tap { name: x.name.clone(), rows: x.rows, cols: x.cols, data: x.data.iter().map(|&v| f64::from(v)).collect() }).collect() }
 }
 
-#[test]
-fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forcing() {
-    let dir = std::env::temp_dir().join(format!("lockstep-reference-accuracy-{}", std::process::id()));
+/// The tiny checkpoint (seed 5) in a temporary directory, loaded, with its synthetic engram map.
+fn tiny_checkpoint(tag: &str) -> (std::path::PathBuf, lockstep::model::Config, lockstep::weights::Checkpoint, TokenMap) {
+    let dir = std::env::temp_dir().join(format!("lockstep-reference-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     make_tiny(&dir, 5, None).unwrap();
     let (cfg, ck) = load(&dir, LoadMode::Copied, ValueCheck::Off).unwrap();
     let map = TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32);
+    (dir, cfg, ck, map)
+}
+
+#[test]
+fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forcing() {
+    let (dir, cfg, ck, map) = tiny_checkpoint("accuracy");
     let reference = Model::with_token_map(&cfg, &ck, map.clone()).unwrap();
     let oracle = OracleModel::new(cfg.clone(), &ck, map).unwrap();
     let mut engine = Engine::new(CpuExecutor::new(&ck), &oracle).with_drafts(true);
@@ -139,11 +145,7 @@ fn oracle_stages_are_within_rounding_of_the_float64_reference_under_teacher_forc
 
 #[test]
 fn tower_stages_are_within_rounding_of_the_float64_reference_under_teacher_forcing() {
-    let dir = std::env::temp_dir().join(format!("lockstep-reference-vision-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    make_tiny(&dir, 5, None).unwrap();
-    let (cfg, ck) = load(&dir, LoadMode::Copied, ValueCheck::Off).unwrap();
-    let map = TokenMap::synthetic(cfg.vocab_size, cfg.engram_compressed_vocab_size as u32);
+    let (dir, cfg, ck, map) = tiny_checkpoint("vision");
     let reference = Model::with_token_map(&cfg, &ck, map.clone()).unwrap();
     let oracle = OracleModel::new(cfg.clone(), &ck, map).unwrap();
     let tower = reference.vision.as_ref().expect("the tiny model has a tower");

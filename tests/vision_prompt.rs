@@ -1,7 +1,7 @@
 //! Image spans in a prompt on the tiny model: the same logits bits and greedy tokens with the span prefilled in one chunk, in chunks that cut it, alone or in a round with three text streams, on the CPU and the GPU; a different image of the same size changes the reply's logits.
 mod forward_support;
 
-use forward_support::{prompt, tiny};
+use forward_support::{patches, prompt, tiny};
 use lockstep::engine::{Engine, ImageId, SeqId, Span, Work};
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
 use lockstep::gpu::{DeviceChoice, Gpu};
@@ -9,15 +9,6 @@ use lockstep::model::forward::vision::{span_len, ImagePatches};
 use lockstep::model::forward::{LogitRows, Model};
 use lockstep::model::taps::Taps;
 
-fn patches(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 33) % 256) as f32 / 127.5 - 1.0
-        })
-        .collect()
-}
 
 fn argmax(v: &[f32]) -> u32 {
     (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b }) as u32

@@ -1,23 +1,13 @@
 //! The vision tower and aligner on the tiny model: the CPU oracle and the GPU give the same bits in every tower tap and image row, for grids that fill their 3x3 cells and grids that pad them.
 mod forward_support;
 
-use forward_support::{same_taps, tiny};
+use forward_support::{patches, same_taps, tiny};
 use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
 use lockstep::gpu::{DeviceChoice, Gpu};
 use lockstep::model::forward::vision::{encode_image, ImagePatches};
 use lockstep::model::forward::Model;
 use lockstep::model::taps::Taps;
 
-/// Patch values in [-1, 1] as the preprocessing makes them (k / 127.5 - 1), from a seeded generator.
-pub fn patches(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 33) % 256) as f32 / 127.5 - 1.0
-        })
-        .collect()
-}
 
 fn encode<E: Executor>(ex: &mut E, model: &Model, gh: usize, gw: usize, data: &[f32]) -> (Taps<f32>, Vec<f32>) {
     let mut taps = Taps::on();

@@ -62,6 +62,17 @@ fn build(values: Values, check: ValueCheck) -> Tiny {
     Tiny { cfg, ckpt, map, tok }
 }
 
+/// Image patch values in [-1, 1] as the preprocessing makes them (k / 127.5 - 1), from a seeded generator.
+pub fn patches(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 33) % 256) as f32 / 127.5 - 1.0
+        })
+        .collect()
+}
+
 /// `n` prompt ids: BOS then encoded English text (or a fixed id pattern without a tokenizer).
 pub fn prompt(n: usize) -> Vec<u32> {
     prompt_with(tiny().tok.as_ref(), n)
