@@ -1,8 +1,9 @@
 //! The registry is the only list: the contract's kernels, the shader list and the forward's kernel list all come from it, nothing is named by hand here, and every source says its language.
 mod forward_support;
 
-use forward_support::{prompt, tiny};
-use lockstep::engine::Session;
+use forward_support::{patches, prompt, tiny};
+use lockstep::engine::{Session, Span, Work};
+use lockstep::model::forward::vision::{span_len, ImagePatches};
 use lockstep::exec::GpuExecutor;
 use lockstep::gpu::{DeviceChoice, Gpu, Lang};
 use lockstep::kernels::registry::{self, all, forward_kernels, registry, INSTRUMENTS};
@@ -30,7 +31,7 @@ fn every_kernel_has_a_wgsl_reference_first_and_every_shader_comes_from_a_variant
 }
 
 #[test]
-fn the_forward_compiles_exactly_the_registered_forward_kernels_and_only_listed_shaders() {
+fn the_forward_with_an_image_compiles_exactly_the_registered_forward_kernels_and_only_listed_shaders() {
     let t = tiny();
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
@@ -38,6 +39,12 @@ fn the_forward_compiles_exactly_the_registered_forward_kernels_and_only_listed_s
     assert!(s.ex.missing_kernels().is_empty(), "every forward kernel is registered: {:?}", s.ex.missing_kernels());
     s.run(&prompt(40), LogitRows::Last, &mut Taps::default()).expect("prefill");
     s.run(&[77], LogitRows::Last, &mut Taps::default()).expect("decode");
+    let vc = model.cfg.vision.clone().expect("the tiny model has a tower");
+    let data = patches(8 * 8 * 3 * vc.patch_size * vc.patch_size, 3);
+    let image = s.add_image(&ImagePatches { grid_h: 8, grid_w: 8, data: &data }, 3, 3, &mut Taps::default()).expect("the tower");
+    let seq = s.seq;
+    let span = [Span::Image { image, from: 0, len: span_len(3, 3) }];
+    s.round(&[Work { seq, input: &span, rows: LogitRows::Last }], &mut Taps::default()).expect("an image span");
     let compiled = gpu.compiled_shaders();
     let listed = all();
     for sh in &compiled {

@@ -318,9 +318,6 @@ impl Kernel for SwigluKernel {
 pub struct ElementwiseKernel(pub Elementwise);
 
 impl Kernel for ElementwiseKernel {
-    fn in_forward(&self) -> bool {
-        self.0 != Elementwise::Add
-    }
     fn name(&self) -> &'static str {
         ops::ELEMENTWISE[self.0 as usize].kernel
     }
