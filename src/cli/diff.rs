@@ -1,8 +1,7 @@
 //! `lockstep diff`: runs two executors on the same tokens with taps on (and, when the model drafts, a draft block after the prompt and every decode step) and names the first stage whose bits differ, with its ulp distance and its error against the f64 reference.
 use crate::cli::run::{gpu_executor, load_model, open_device, Loaded};
-use crate::cli::image::{place_image, spans};
-use crate::engine::{ImageId, Session, Span, Work};
-use crate::model::forward::vision::ImagePatches;
+use crate::cli::image::{place_image, tower_input};
+use crate::engine::{chunk_spans, ImageId, Placed, Session, Span, Work};
 use crate::vision;
 use crate::exec::observe::{Observed, Observer};
 use crate::exec::{CpuExecutor, ExecError, Executor};
@@ -136,8 +135,7 @@ impl<E: Executor> Side for Session<'_, '_, E> {
     fn add_image(&mut self, image: &vision::Image) -> Result<(ImageId, Taps<f32>)> {
         let mut taps = Taps::on();
         let p = &image.patches;
-        let img = ImagePatches { grid_h: p.grid_h as usize, grid_w: p.grid_w as usize, data: &p.data };
-        let id = self.engine.add_image(&img, p.llm_h as usize, p.llm_w as usize, &mut taps)?;
+        let id = self.engine.add_image(&tower_input(image), p.llm_h as usize, p.llm_w as usize, &mut taps)?;
         Ok((id, taps))
     }
 
@@ -245,13 +243,13 @@ fn argmax(v: &[f32]) -> u32 {
 /// Runs both executors call by call and returns the first difference (with the reference error) or the count of equal stages.
 pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     let (ga, gb) = (open_device(&args.a)?, open_device(&args.b)?);
-    let mut l = load_model(&args.model, &args.prompt, args.chat, super::run::VerifyWeights::Sampled)?;
+    let mut l = load_model(&args.model, &args.prompt, args.chat, args.image.is_some(), super::run::VerifyWeights::Sampled)?;
     let placed = args.image.as_deref().map(|p| place_image(&l.cfg, &mut l.prompt, p)).transpose()?;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
     let mut a = side(ga.as_ref(), &l, &model, &args.a, None)?;
     let mut b = side(gb.as_ref(), &l, &model, &args.b, args.perturb_b.as_deref())?;
     let mut stages = 0;
-    let (mut ia, mut ib) = (None, None);
+    let (mut ia, mut ib) = (Vec::new(), Vec::new());
     if let Some(p) = &placed {
         let (xa, ta) = a.add_image(&p.image).with_context(|| format!("executor a ({}), the image", args.a))?;
         let (xb, tb) = b.add_image(&p.image).with_context(|| format!("executor b ({}), the image", args.b))?;
@@ -259,7 +257,7 @@ pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
             Ok(n) => stages += n,
             Err(d) => return Ok(DiffOutcome::Differ(d)),
         }
-        (ia, ib) = (Some((xa, p.at, p.len)), Some((xb, p.at, p.len)));
+        (ia, ib) = (vec![Placed { image: xa, at: p.at, len: p.len }], vec![Placed { image: xb, at: p.at, len: p.len }]);
     }
     let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
     let chunk = args.prefill_chunk.max(1);
@@ -270,7 +268,7 @@ pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     let mut i = 0;
     while i < calls.len() {
         let (sa, sb) = match bounds.get(i) {
-            Some(&(lo, hi)) => (spans(&l.prompt, ia, lo, hi), spans(&l.prompt, ib, lo, hi)),
+            Some(&(lo, hi)) => (chunk_spans(&l.prompt, &ia, lo, hi), chunk_spans(&l.prompt, &ib, lo, hi)),
             None => (vec![Span::Tokens(&calls[i])], vec![Span::Tokens(&calls[i])]),
         };
         let (la, ta) = a.call(&sa).with_context(|| format!("executor a ({}), call {i}", args.a))?;

@@ -1,5 +1,5 @@
-//! An image file in a CLI prompt (`run --image`, `diff --image`): preprocessed by the model's vision settings, its span placed at the prompt's image token, and the spans of a chunk of positions.
-use crate::engine::{ImageId, Span};
+//! An image file in a CLI prompt (`run --image`, `diff --image`): preprocessed by the model's vision settings, its span placed at the prompt's image token.
+use crate::model::forward::vision::ImagePatches;
 use crate::model::Config;
 use crate::vision::{self, Image, Settings};
 use anyhow::{bail, Context, Result};
@@ -45,20 +45,8 @@ pub(crate) fn place_image(cfg: &Config, prompt: &mut Vec<u32>, path: &Path) -> R
     Ok(PromptImage { image, at, len })
 }
 
-/// The spans of prompt positions `lo..hi`: text, and the part of the image's span (`id`, at, len) they cover.
-pub(crate) fn spans(prompt: &[u32], image: Option<(ImageId, usize, usize)>, lo: usize, hi: usize) -> Vec<Span<'_>> {
-    let Some((id, at, len)) = image else { return vec![Span::Tokens(&prompt[lo..hi])] };
-    let end = at + len;
-    let mut out = Vec::new();
-    if lo < at {
-        out.push(Span::Tokens(&prompt[lo..hi.min(at)]));
-    }
-    if hi > at && lo < end {
-        let (from, to) = (lo.max(at) - at, hi.min(end) - at);
-        out.push(Span::Image { image: id, from, len: to - from });
-    }
-    if hi > end {
-        out.push(Span::Tokens(&prompt[lo.max(end)..hi]));
-    }
-    out
+/// The tower's input of a preprocessed image.
+pub(crate) fn tower_input(image: &Image) -> ImagePatches<'_> {
+    let p = &image.patches;
+    ImagePatches { grid_h: p.grid_h as usize, grid_w: p.grid_w as usize, data: &p.data }
 }

@@ -1,5 +1,5 @@
 //! `lockstep run` (load, encode, prefill, decode on the CPU oracle or a GPU, stream text, print the token hash, dump taps) and `lockstep make-tiny`.
-use crate::engine::{GenerateOptions, Generation, Sampler, Sampling, Session};
+use crate::engine::{GenerateOptions, Generation, Placed, Sampler, Sampling, Session};
 use crate::exec::observe::{NanGuard, Observed};
 use crate::exec::{CpuExecutor, Executor, GpuExecutor};
 use crate::model::forward::Model;
@@ -8,7 +8,7 @@ use crate::model::taps::Taps;
 use crate::model::config::TINY_CONFIG_JSON;
 use crate::model::{load, write_checkpoint_values, Checkpoint, Config, LoadMode, ValueCheck, Values};
 use crate::weights::Tables;
-use crate::text::{encode_chat, find_tokenizer_json, ChatOptions, Detokenizer, Message, Role, TokenMap, Tokenizer};
+use crate::text::{encode_chat, find_tokenizer_json, ChatOptions, ContentBlock, Detokenizer, Message, Role, TokenMap, Tokenizer};
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// How the engram tables' values are checked at load (every other tensor is checked as it is first read).
     #[arg(long, value_enum, default_value_t = VerifyWeights::Sampled)]
     pub verify_weights: VerifyWeights,
+    /// An image file (PNG, JPEG, WebP, GIF) whose span replaces the prompt's first `<｜deepseek_image｜>` (else, with `--chat`, comes before the text of the user message; else follows BOS).
+    #[arg(long)]
+    pub image: Option<PathBuf>,
 }
 
 /// `--verify-weights`: the engram tables sampled (each row is still checked when a lookup reads it) or scanned whole at load.
@@ -174,8 +177,8 @@ pub(crate) struct Loaded {
     pub map: TokenMap,
 }
 
-/// Loads the model directory and encodes `prompt` (BOS then the text, or one chat user message).
-pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool, verify: VerifyWeights) -> Result<Loaded> {
+/// Loads the model directory and encodes `prompt` (BOS then the text, or one chat user message, led by an image placeholder when `image`).
+pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool, image: bool, verify: VerifyWeights) -> Result<Loaded> {
     if !dir.is_dir() {
         bail!("model directory {} does not exist", dir.display());
     }
@@ -186,7 +189,11 @@ pub(crate) fn load_model(dir: &Path, prompt: &str, chat: bool, verify: VerifyWei
     let tok_path = tokenizer_path(dir).context("no tokenizer.json: put one in the model directory, set LOCKSTEP_TOKENIZER, or run scripts/fetch_tokenizer.sh")?;
     let tok = Tokenizer::from_file(&tok_path).with_context(|| format!("loading {}", tok_path.display()))?;
     let ids = if chat {
-        let text = encode_chat(&[Message::text(Role::User, prompt.to_string())], &ChatOptions { thinking: false, ..ChatOptions::default() })?;
+        let mut user = Message::text(Role::User, prompt.to_string());
+        if image {
+            user.content.insert(0, ContentBlock::Image("--image".into()));
+        }
+        let text = encode_chat(&[user], &ChatOptions { thinking: false, ..ChatOptions::default() })?;
         tok.encode_rendered(&text)?
     } else {
         let mut ids = vec![cfg.bos_token_id as u32];
@@ -223,12 +230,13 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
     let sampling = Sampling::Random { temperature: args.temperature, top_p: args.top_p, seed: args.seed };
     let sampler = Sampler::new(sampling)?;
     let gpu = open_device(&args.device)?;
-    let l = load_model(&args.model, &args.prompt, args.chat, args.verify_weights)?;
+    let mut l = load_model(&args.model, &args.prompt, args.chat, args.image.is_some(), args.verify_weights)?;
+    let placed = args.image.as_deref().map(|p| super::image::place_image(&l.cfg, &mut l.prompt, p)).transpose()?;
     let room = l.cfg.max_position_embeddings.saturating_sub(l.prompt.len());
     let eos = l.cfg.eos_token_id as u32;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
     let opts = GenerateOptions { chunk: args.prefill_chunk, max_tokens: args.max_tokens.min(room), taps: args.taps.is_some() };
-    let drive = Drive { prompt: &l.prompt, opts: &opts, sampler: &sampler, tok: &l.tok, eos, taps: args.taps.as_deref() };
+    let drive = Drive { prompt: &l.prompt, image: placed.as_ref(), opts: &opts, sampler: &sampler, tok: &l.tok, eos, taps: args.taps.as_deref() };
     let gen = match &gpu {
         None => drive.run(Session::new(Observed { inner: CpuExecutor::new(&l.ckpt), obs: NanGuard }, &model)?, out)?,
         Some(g) => drive.run(Session::new(gpu_executor(g, &l.ckpt, &args.device)?, &model)?, out)?,
@@ -246,6 +254,7 @@ pub fn run(args: &RunArgs, out: &mut dyn Write) -> Result<RunReport> {
 /// One generation's settings, independent of the executor.
 struct Drive<'a> {
     prompt: &'a [u32],
+    image: Option<&'a super::image::PromptImage>,
     opts: &'a GenerateOptions,
     sampler: &'a Sampler,
     tok: &'a Tokenizer,
@@ -260,7 +269,7 @@ impl Drive<'_> {
         let mut detok = Detokenizer::new(true);
         let mut calls = 0usize;
         let mut tap_error = None;
-        let on_call = |taps: Taps<f32>| {
+        let mut on_call = |taps: Taps<f32>| {
             if let (Some(dir), None) = (self.taps, &tap_error) {
                 tap_error = write_taps(dir, calls, &taps).err();
             }
@@ -273,7 +282,14 @@ impl Drive<'_> {
             let text = detok.push(tok, t).map_err(|e| e.to_string())?;
             out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(|e| e.to_string())
         };
-        let gen = session.generate(self.prompt, self.opts, self.sampler, stop, on_call, on_token)?;
+        let mut placed = Vec::new();
+        if let Some(p) = self.image {
+            let mut taps = if self.opts.taps { Taps::on() } else { Taps::default() };
+            let id = session.engine.add_image(&super::image::tower_input(&p.image), p.image.patches.llm_h as usize, p.image.patches.llm_w as usize, &mut taps)?;
+            on_call(taps);
+            placed.push(Placed { image: id, at: p.at, len: p.len });
+        }
+        let gen = session.generate(self.prompt, &placed, self.opts, self.sampler, stop, on_call, on_token)?;
         if let Some(e) = tap_error {
             return Err(e);
         }

@@ -1,5 +1,6 @@
 //! One sequence end to end on an engine of its own: chunked prefill, then decode with the sampler until a stop token or the token budget.
-use super::rounds::{Engine, EngineError, SeqId};
+use super::rounds::{Engine, EngineError, SeqId, Work};
+use super::spans::{chunk_spans, Placed};
 use super::sampler::{Sampler, SamplerError};
 use crate::exec::{ExecError, Executor};
 use crate::model::forward::{ForwardError, LogitRows, Model};
@@ -113,12 +114,17 @@ impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
         Ok(self.engine.reset(self.seq)?)
     }
 
-    /// Prefills `tokens` in calls of at most `chunk` tokens; returns the last token's logits. `on_call` sees each call's taps.
-    pub fn prefill(&mut self, tokens: &[u32], chunk: usize, taps_on: bool, mut on_call: impl FnMut(Taps<f32>)) -> Result<Vec<f32>, GenerateError> {
+    /// Prefills `tokens` (with `images` placed over their spans) in calls of at most `chunk` positions; returns the last position's logits. `on_call` sees each call's taps.
+    pub fn prefill(&mut self, tokens: &[u32], images: &[Placed], chunk: usize, taps_on: bool, mut on_call: impl FnMut(Taps<f32>)) -> Result<Vec<f32>, GenerateError> {
         let mut last = Vec::new();
-        for part in tokens.chunks(chunk.max(1)) {
+        let chunk = chunk.max(1);
+        for lo in (0..tokens.len()).step_by(chunk) {
             let mut taps = if taps_on { Taps::on() } else { Taps::default() };
-            last = self.run(part, LogitRows::Last, &mut taps)?;
+            let input = chunk_spans(tokens, images, lo, (lo + chunk).min(tokens.len()));
+            let seq = self.seq;
+            let mut out = self.engine.round(&[Work { seq, input: &input, rows: LogitRows::Last }], &mut taps)?;
+            let l = out.pop().ok_or(GenerateError::EmptyPrompt)?;
+            last = self.engine.ex.read(&l)?;
             on_call(taps);
         }
         if last.is_empty() {
@@ -127,10 +133,11 @@ impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
         Ok(last)
     }
 
-    /// Prefills `prompt`, then samples up to `max_tokens` tokens (each at its absolute position), stopping after a token `stop` accepts.
+    /// Prefills `prompt` (and its images), then samples up to `max_tokens` tokens (each at its absolute position), stopping after a token `stop` accepts.
     pub fn generate(
         &mut self,
         prompt: &[u32],
+        images: &[Placed],
         opts: &GenerateOptions,
         sampler: &Sampler,
         stop: impl Fn(u32) -> bool,
@@ -138,7 +145,7 @@ impl<'m, 'c, E: Executor> Session<'m, 'c, E> {
         mut on_token: impl FnMut(u32) -> Result<(), String>,
     ) -> Result<Generation, GenerateError> {
         let (max_tokens, taps_on) = (opts.max_tokens, opts.taps);
-        let mut logits = self.prefill(prompt, opts.chunk, taps_on, &mut on_call)?;
+        let mut logits = self.prefill(prompt, images, opts.chunk, taps_on, &mut on_call)?;
         let mut tokens = Vec::new();
         while tokens.len() < max_tokens {
             let t = sampler.sample(&logits, self.position())?;

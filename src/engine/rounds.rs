@@ -13,6 +13,14 @@ pub struct SeqId(usize);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ImageId(usize);
 
+impl ImageId {
+    /// An id for tests of span arithmetic (names no image of any engine).
+    #[cfg(test)]
+    pub(crate) fn test(n: usize) -> ImageId {
+        ImageId(n)
+    }
+}
+
 /// One span of a sequence's input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Span<'a> {
