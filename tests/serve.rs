@@ -144,7 +144,7 @@ fn cpu_and_gpu_servers_give_one_reply_and_resume_each_others_snapshots() {
 
     // corrupt one snapshot file and truncate another (neither Q's): both refused with their names, nothing lost
     let q_ids = fresh_ids(&m, q["prompt"].as_str().unwrap());
-    let q_file = lockstep::serve::snapshot::file_name(&q_ids.iter().map(|&t| t as u32).collect::<Vec<_>>());
+    let q_file = lockstep::serve::snapshot::file_name(&q_ids);
     let mut paths: Vec<_> = std::fs::read_dir(&snaps.0).unwrap().flatten().map(|e| e.path()).filter(|p| !p.ends_with(&q_file)).collect();
     assert!(snaps.0.join(&q_file).is_file(), "the GPU server wrote no snapshot of Q's prompt");
     assert!(paths.len() >= 2, "{paths:?}");

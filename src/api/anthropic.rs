@@ -5,7 +5,8 @@ use super::params::{settings, Fields, SAMPLING_FIELDS};
 use super::reply::{collect, lockstep_json, stream, Frame, Reply};
 use super::state::{AppState, Identity};
 use super::{job, prompt_fits, request_model, tool_choice};
-use crate::serve::{Event, Finish, FinishReason};
+use super::images::prepare;
+use crate::serve::{Event, Finish, FinishReason, JobImage};
 use crate::text::{encode_chat, ChatOptions, ReasoningEffort, ToolCall};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -42,9 +43,9 @@ fn thinking(f: &Fields<'_>) -> Result<bool, ApiError> {
     }
 }
 
-/// The prompt of a messages request, with its thinking mode, whether tools render, and the forced output opening.
-fn prompt(state: &AppState, f: &Fields<'_>) -> Result<(Vec<u32>, bool, bool, String), ApiError> {
-    let msgs = anthropic_messages(f.get("system"), f.need("messages")?)?;
+/// The prompt of a messages request (its images' spans expanded), with its images, thinking mode, whether tools render, and the forced output opening.
+async fn prompt(state: &AppState, f: &Fields<'_>) -> Result<(Vec<u32>, Vec<JobImage>, bool, bool, String), ApiError> {
+    let (msgs, inputs) = anthropic_messages(f.get("system"), f.need("messages")?)?;
     let on = thinking(f)?;
     let tools = tools(f)?;
     let (render, forced) = tool_choice(f, f.get("tool_choice"), &tools, on, |v| {
@@ -59,14 +60,15 @@ fn prompt(state: &AppState, f: &Fields<'_>) -> Result<(Vec<u32>, bool, bool, Str
     let mut text = encode_chat(&msgs, &opts).map_err(|e| f.err("messages", e.to_string()))?;
     text.push_str(&forced);
     let ids = state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
-    Ok((ids, on, render, forced))
+    let (ids, images) = prepare(state.vision.as_ref(), Dialect::Anthropic, ids, inputs).await?;
+    Ok((ids, images, on, render, forced))
 }
 
 /// `POST /v1/messages/count_tokens`.
 pub async fn count_tokens(state: Arc<AppState>, body: Value) -> Result<Response, ApiError> {
     let f = Fields::new(&body, &["model", "messages", "system", "tools", "tool_choice", "thinking"], Dialect::Anthropic)?;
     request_model(&state, &f)?;
-    let (ids, ..) = prompt(&state, &f)?;
+    let (ids, ..) = prompt(&state, &f).await?;
     Ok(axum::Json(json!({ "input_tokens": ids.len() })).into_response())
 }
 
@@ -80,11 +82,11 @@ pub async fn messages(state: Arc<AppState>, rid: String, body: Value) -> Result<
     f.str("anthropic_version")?;
     f.str("service_tier")?;
     let s = settings(&f, "stop_sequences", &["max_tokens"])?;
-    let (ids, on, render, forced) = prompt(&state, &f)?;
+    let (ids, images, on, render, forced) = prompt(&state, &f).await?;
     let max = prompt_fits(&state, &f, ids.len(), s.max_tokens, "messages")?;
     let reply = Message { id: format!("msg_{rid}"), model, seed: s.seed, identity: state.identity(), text: ChatText::new(on, render, &forced), blocks: Vec::new(), open: None, calls: Vec::new(), input_tokens: ids.len() };
     let stream_it = s.stream;
-    let events = state.submit(|tx| job(&state, ids, &s, max, None, false, tx))?;
+    let events = state.submit(|tx| job(&state, ids, images, &s, max, None, false, tx))?;
     Ok(if stream_it { stream(state, events, reply, Dialect::Anthropic) } else { collect(state, events, reply, Dialect::Anthropic).await })
 }
 

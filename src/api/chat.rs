@@ -1,5 +1,6 @@
 //! Chat on both APIs: their message JSON read into the model's messages, and the model's output split live into reasoning, content and tool calls.
 use super::error::{ApiError, Dialect};
+use super::images::{ImageInput, Source};
 use super::params::type_name;
 use crate::text::dsml::{parse_completion, ToolCall, CALLS_START};
 use crate::text::{ContentBlock, Message, Role};
@@ -12,7 +13,7 @@ fn bad(d: Dialect, at: &str, msg: impl Into<String>) -> ApiError {
     ApiError::field(at, msg).dialect(d)
 }
 
-/// Text of a content value: a string, or a list of text parts (images refused until vision lands).
+/// Text of a content value: a string, or a list of text parts (images are taken in user messages only).
 pub fn content_text(v: &Value, at: &str, d: Dialect) -> Result<String, ApiError> {
     match v {
         Value::Null => Ok(String::new()),
@@ -23,7 +24,7 @@ pub fn content_text(v: &Value, at: &str, d: Dialect) -> Result<String, ApiError>
                 let kind = p.get("type").and_then(Value::as_str).ok_or_else(|| bad(d, &format!("{at}[{i}].type"), "every content part needs a string `type`"))?;
                 match kind {
                     "text" | "input_text" => out.push(p.get("text").and_then(Value::as_str).ok_or_else(|| bad(d, &format!("{at}[{i}].text"), "a text part needs a string `text`"))?.to_string()),
-                    "image_url" | "image" | "input_image" => return Err(bad(d, &format!("{at}[{i}]"), "image parts are not served yet: this server runs text prompts only")),
+                    "image_url" | "image" | "input_image" => return Err(bad(d, &format!("{at}[{i}]"), "images are taken only in the content of user messages")),
                     other => return Err(bad(d, &format!("{at}[{i}].type"), format!("unknown content part type `{other}`"))),
                 }
             }
@@ -33,24 +34,67 @@ pub fn content_text(v: &Value, at: &str, d: Dialect) -> Result<String, ApiError>
     }
 }
 
-/// OpenAI `messages` as the model's messages.
-pub fn openai_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
+/// A user message's OpenAI content: text parts and images (`image_url` parts, or `input_image`), each image's input added to `images`.
+fn openai_user_content(v: &Value, at: &str, images: &mut Vec<ImageInput>) -> Result<Vec<ContentBlock>, ApiError> {
+    let d = Dialect::OpenAi;
+    let Value::Array(parts) = v else { return Ok(vec![ContentBlock::Text(content_text(v, at, d)?)]) };
+    let mut out = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let pat = format!("{at}[{i}]");
+        match p.get("type").and_then(Value::as_str) {
+            Some("image_url") | Some("input_image") => {
+                let u = p.get("image_url").ok_or_else(|| bad(d, &format!("{pat}.image_url"), "an image part needs `image_url`"))?;
+                let url = match u {
+                    Value::String(s) => s.as_str(),
+                    Value::Object(o) => o.get("url").and_then(Value::as_str).ok_or_else(|| bad(d, &format!("{pat}.image_url.url"), "`image_url` needs a string `url`"))?,
+                    _ => return Err(bad(d, &format!("{pat}.image_url"), "`image_url` must be an object with a `url`")),
+                };
+                if let Some(detail) = u.get("detail").filter(|x| !x.is_null()) {
+                    if !matches!(detail.as_str(), Some("auto" | "low" | "high")) {
+                        return Err(bad(d, &format!("{pat}.image_url.detail"), "`detail` must be auto, low or high"));
+                    }
+                }
+                images.push(ImageInput::from_url(format!("{pat}.image_url"), url).map_err(|e| e.dialect(d))?);
+                out.push(ContentBlock::Image(pat));
+            }
+            _ => out.push(ContentBlock::Text(content_text(&Value::Array(vec![p.clone()]), at, d).map_err(|e| reindex(e, at, i))?)),
+        }
+    }
+    Ok(out)
+}
+
+/// An error about part 0 of a one-part list, moved to part `i` of `at`.
+fn reindex(mut e: ApiError, at: &str, i: usize) -> ApiError {
+    if let Some(p) = &e.param {
+        e.param = Some(p.replacen(&format!("{at}[0]"), &format!("{at}[{i}]"), 1));
+    }
+    e
+}
+
+/// OpenAI `messages` as the model's messages and the images of their user turns, in order.
+pub fn openai_messages(v: &Value) -> Result<(Vec<Message>, Vec<ImageInput>), ApiError> {
     let d = Dialect::OpenAi;
     let list = v.as_array().ok_or_else(|| bad(d, "messages", format!("`messages` must be a list, not {}", type_name(v))))?;
     if list.is_empty() {
         return Err(bad(d, "messages", "`messages` is empty"));
     }
     let mut out = Vec::with_capacity(list.len());
+    let mut images = Vec::new();
     for (i, m) in list.iter().enumerate() {
         let at = format!("messages[{i}]");
         if !m.is_object() {
             return Err(bad(d, &at, format!("a message must be an object, not {}", type_name(m))));
         }
         let role = m.get("role").and_then(Value::as_str).ok_or_else(|| bad(d, &format!("{at}.role"), "every message needs a string `role`"))?;
-        let text = content_text(m.get("content").unwrap_or(&Value::Null), &format!("{at}.content"), d)?;
+        let content = m.get("content").unwrap_or(&Value::Null);
+        if role == "user" {
+            let blocks = openai_user_content(content, &format!("{at}.content"), &mut images)?;
+            out.push(Message { content: blocks, ..Message::text(Role::User, "") });
+            continue;
+        }
+        let text = content_text(content, &format!("{at}.content"), d)?;
         let msg = match role {
             "system" | "developer" => Message::text(Role::System, text),
-            "user" => Message::text(Role::User, text),
             "assistant" => {
                 let mut msg = Message::text(Role::Assistant, text);
                 msg.reasoning_content = m.get("reasoning_content").and_then(Value::as_str).map(str::to_string);
@@ -77,13 +121,27 @@ pub fn openai_messages(v: &Value) -> Result<Vec<Message>, ApiError> {
         };
         out.push(msg);
     }
-    Ok(out)
+    Ok((out, images))
 }
 
-/// Anthropic `system` and `messages` as the model's messages.
-pub fn anthropic_messages(system: Option<&Value>, v: &Value) -> Result<Vec<Message>, ApiError> {
+/// An Anthropic `image` block's input: a `base64` source with its media type, or a `url` source.
+fn anthropic_image(b: &Value, at: &str) -> Result<ImageInput, ApiError> {
+    let d = Dialect::Anthropic;
+    let src = b.get("source").filter(|s| s.is_object()).ok_or_else(|| bad(d, &format!("{at}.source"), "an image block needs a `source` object"))?;
+    let field = |k: &str| src.get(k).and_then(Value::as_str).ok_or_else(|| bad(d, &format!("{at}.source.{k}"), format!("an image source needs a string `{k}`")));
+    let source = match field("type")? {
+        "base64" => Source::Inline { data: field("data")?.to_string(), media_type: Some(field("media_type")?.to_string()) },
+        "url" => Source::Url(field("url")?.to_string()),
+        other => return Err(bad(d, &format!("{at}.source.type"), format!("image source type `{other}` is not taken (base64 or url)"))),
+    };
+    Ok(ImageInput { at: format!("{at}.source"), source })
+}
+
+/// Anthropic `system` and `messages` as the model's messages and the images of their user turns, in order.
+pub fn anthropic_messages(system: Option<&Value>, v: &Value) -> Result<(Vec<Message>, Vec<ImageInput>), ApiError> {
     let d = Dialect::Anthropic;
     let mut out = Vec::new();
+    let mut images = Vec::new();
     if let Some(s) = system {
         out.push(Message::text(Role::System, content_text(s, "system", d)?));
     }
@@ -124,7 +182,12 @@ pub fn anthropic_messages(system: Option<&Value>, v: &Value) -> Result<Vec<Messa
                     let text = content_text(b.get("content").unwrap_or(&Value::Null), &format!("{bat}.content"), d)?;
                     results.push(Message::tool(id, text));
                 }
-                ("image", _) | ("document", _) => return Err(bad(d, &bat, "image and document blocks are not served yet: this server runs text prompts only")),
+                ("image", Role::User) => {
+                    images.push(anthropic_image(b, &bat)?);
+                    msg.content.push(ContentBlock::Image(bat.clone()));
+                }
+                ("image", _) => return Err(bad(d, &bat, "images are taken only in user messages")),
+                ("document", _) => return Err(bad(d, &bat, "document blocks are not taken: send the document's text")),
                 (k, _) => return Err(bad(d, &format!("{bat}.type"), format!("block type `{k}` cannot appear in {} message", if role == Role::User { "a user" } else { "an assistant" }))),
             }
         }
@@ -137,7 +200,7 @@ pub fn anthropic_messages(system: Option<&Value>, v: &Value) -> Result<Vec<Messa
             out.push(msg);
         }
     }
-    Ok(out)
+    Ok((out, images))
 }
 
 /// A piece of a reply, as it streams.

@@ -2,6 +2,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod error;
+pub mod images;
 pub mod metrics;
 pub mod openai;
 pub mod params;
@@ -28,10 +29,11 @@ use std::sync::Arc;
 pub const BODY_LIMIT: usize = 8 << 20;
 
 /// The job for a prompt and its settings.
-pub(crate) fn job(state: &AppState, prompt: Vec<u32>, s: &Settings, max_tokens: usize, logprobs: Option<usize>, skip_special: bool, tx: tokio::sync::mpsc::UnboundedSender<crate::serve::Event>) -> Job {
+pub(crate) fn job(state: &AppState, prompt: Vec<u32>, images: Vec<crate::serve::JobImage>, s: &Settings, max_tokens: usize, logprobs: Option<usize>, skip_special: bool, tx: tokio::sync::mpsc::UnboundedSender<crate::serve::Event>) -> Job {
     Job {
         id: state.job_id(),
         prompt,
+        images,
         sampler: s.sampler,
         seed: s.seed,
         max_tokens,
@@ -150,8 +152,9 @@ pub(crate) fn tool_choice(f: &Fields<'_>, v: Option<&Value>, tools: &[Value], th
 }
 
 /// Reads a JSON body within the limit; bad UTF-8, bad JSON and an oversized body are 4xx in `d`'s shape.
-async fn json_body(req: Request, d: Dialect) -> Result<Value, ApiError> {
-    let bytes = to_bytes(req.into_body(), BODY_LIMIT).await.map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {} bytes", BODY_LIMIT)).dialect(d))?;
+async fn json_body(state: &AppState, req: Request, d: Dialect) -> Result<Value, ApiError> {
+    let limit = state.body_limit();
+    let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {limit} bytes")).dialect(d))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| ApiError::bad(format!("the request body is not UTF-8: {e}")).dialect(d))?;
     serde_json::from_str(text).map_err(|e| ApiError::bad(format!("the request body is not valid JSON: {e}")).dialect(d))
 }
@@ -223,7 +226,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn tokenize(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
-    let body = json_body(req, Dialect::OpenAi).await?;
+    let body = json_body(&state, req, Dialect::OpenAi).await?;
     let f = Fields::new(&body, &["model", "prompt", "messages", "add_special_tokens"], Dialect::OpenAi)?;
     let ids = match (f.get("prompt"), f.get("messages")) {
         (Some(Value::String(p)), None) => {
@@ -232,17 +235,20 @@ async fn tokenize(State(state): State<Arc<AppState>>, req: Request) -> Result<Re
             ids
         }
         (None, Some(m)) => {
-            let msgs = chat::openai_messages(m)?;
+            let (msgs, inputs) = chat::openai_messages(m)?;
             let text = crate::text::encode_chat(&msgs, &crate::text::ChatOptions { thinking: false, ..Default::default() }).map_err(|e| f.err("messages", e.to_string()))?;
-            state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?
+            let ids = state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
+            let (ids, images) = images::prepare(state.vision.as_ref(), Dialect::OpenAi, ids, inputs).await?;
+            let count = images.iter().map(|i| i.len).sum::<usize>();
+            return Ok(axum::Json(json!({ "tokens": ids, "count": ids.len(), "image_tokens": count, "max_model_len": state.model.context })).into_response());
         }
         _ => return Err(f.err("prompt", "give `prompt` (a string) or `messages`")),
     };
-    Ok(axum::Json(json!({ "tokens": ids, "count": ids.len(), "max_model_len": state.model.context })).into_response())
+    Ok(axum::Json(json!({ "tokens": ids, "count": ids.len(), "image_tokens": 0, "max_model_len": state.model.context })).into_response())
 }
 
 async fn detokenize(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
-    let body = json_body(req, Dialect::OpenAi).await?;
+    let body = json_body(&state, req, Dialect::OpenAi).await?;
     let f = Fields::new(&body, &["model", "tokens"], Dialect::OpenAi)?;
     let list = f.need("tokens")?.as_array().ok_or_else(|| f.err("tokens", "`tokens` must be a list of token ids"))?;
     let ids: Vec<u32> = list.iter().map(|x| x.as_u64().filter(|&t| (t as usize) < state.model.vocab).map(|t| t as u32).ok_or_else(|| f.err("tokens", format!("token id {x} is not in the vocabulary")))).collect::<Result<_, _>>()?;
@@ -252,24 +258,24 @@ async fn detokenize(State(state): State<Arc<AppState>>, req: Request) -> Result<
 
 async fn route_completions(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
     let rid = rid_of(&req);
-    let body = json_body(req, Dialect::OpenAi).await?;
+    let body = json_body(&state, req, Dialect::OpenAi).await?;
     openai::completions(state, rid, body).await
 }
 
 async fn route_chat(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
     let rid = rid_of(&req);
-    let body = json_body(req, Dialect::OpenAi).await?;
+    let body = json_body(&state, req, Dialect::OpenAi).await?;
     openai::chat(state, rid, body).await
 }
 
 async fn route_messages(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
     let rid = rid_of(&req);
-    let body = json_body(req, Dialect::Anthropic).await?;
+    let body = json_body(&state, req, Dialect::Anthropic).await?;
     anthropic::messages(state, rid, body).await.map_err(|e| e.dialect(Dialect::Anthropic))
 }
 
 async fn route_count(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
-    let body = json_body(req, Dialect::Anthropic).await?;
+    let body = json_body(&state, req, Dialect::Anthropic).await?;
     anthropic::count_tokens(state, body).await.map_err(|e| e.dialect(Dialect::Anthropic))
 }
 

@@ -54,7 +54,7 @@ pub async fn completions(state: Arc<AppState>, rid: String, body: Value) -> Resu
     let max = prompt_fits(&state, &f, prompt.len(), s.max_tokens, "prompt")?;
     let reply = Completion { id: format!("cmpl-{rid}"), model, tok: state.tok.clone(), created: now(), seed: s.seed, identity: state.identity(), include_usage: s.include_usage, text: String::new(), logprobs: logprobs.map(|_| Vec::new()) };
     let stream_it = s.stream;
-    let events = state.submit(|tx| job(&state, prompt, &s, max, logprobs, true, tx))?;
+    let events = state.submit(|tx| job(&state, prompt, Vec::new(), &s, max, logprobs, true, tx))?;
     Ok(if stream_it { stream(state, events, reply, Dialect::OpenAi) } else { collect(state, events, reply, Dialect::OpenAi).await })
 }
 
@@ -188,7 +188,7 @@ pub async fn chat(state: Arc<AppState>, rid: String, body: Value) -> Result<Resp
     let f = Fields::new(&body, &allowed, Dialect::OpenAi)?;
     let model = request_model(&state, &f)?;
     let s = settings(&f, "stop", &["max_tokens", "max_completion_tokens"])?;
-    let messages = openai_messages(f.need("messages")?)?;
+    let (messages, inputs) = openai_messages(f.need("messages")?)?;
     if let Some(rf) = f.get("response_format") {
         let kind = rf.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "text" {
@@ -218,10 +218,11 @@ pub async fn chat(state: Arc<AppState>, rid: String, body: Value) -> Result<Resp
     let mut text = encode_chat(&messages, &opts).map_err(|e| f.err("messages", e.to_string()))?;
     text.push_str(&forced);
     let prompt = state.tok.encode_rendered(&text).map_err(|e| f.err("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    let (prompt, images) = super::images::prepare(state.vision.as_ref(), Dialect::OpenAi, prompt, inputs).await?;
     let max = prompt_fits(&state, &f, prompt.len(), s.max_tokens, "messages")?;
     let reply = Chat::new(format!("chatcmpl-{rid}"), model, &state, &s, ChatText::new(thinking.on, render_tools, &forced), logprobs.is_some());
     let stream_it = s.stream;
-    let events = state.submit(|tx| job(&state, prompt, &s, max, logprobs, false, tx))?;
+    let events = state.submit(|tx| job(&state, prompt, images, &s, max, logprobs, false, tx))?;
     Ok(if stream_it { stream(state, events, reply, Dialect::OpenAi) } else { collect(state, events, reply, Dialect::OpenAi).await })
 }
 

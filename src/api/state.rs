@@ -69,6 +69,8 @@ pub struct AppState {
     pub queued: AtomicUsize,
     /// Set by SIGTERM: new requests get 503.
     pub draining: AtomicBool,
+    /// Image input, when served (`--vision`).
+    pub vision: Option<super::images::Vision>,
     next: AtomicU64,
 }
 
@@ -103,7 +105,18 @@ impl Drop for JobEvents {
 impl AppState {
     /// State for a host on `host`.
     pub fn new(host: mpsc::Sender<Command>, tok: Arc<Tokenizer>, status: Arc<Mutex<Status>>, model: ModelInfo, api_key: Option<String>, max_queue: usize, parallel: usize) -> Self {
-        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), next: AtomicU64::new(1) }
+        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), vision: None, next: AtomicU64::new(1) }
+    }
+
+    /// Takes images under `vision`.
+    pub fn with_vision(mut self, vision: Option<super::images::Vision>) -> Self {
+        self.vision = vision;
+        self
+    }
+
+    /// The largest request body: room for the largest allowed images when images are taken.
+    pub fn body_limit(&self) -> usize {
+        self.vision.as_ref().map_or(super::BODY_LIMIT, |v| v.body_limit(super::BODY_LIMIT))
     }
 
     /// A fresh job id.

@@ -1,5 +1,6 @@
 //! `lockstep serve`: load the model on one device, start the lane host on its own thread, and answer HTTP until SIGTERM drains it.
 use super::run::{gpu_executor, open_device, token_map, tokenizer_path, weights_line, VerifyWeights};
+use crate::api::images::{Vision, VisionLimits};
 use crate::api::state::{AppState, Identity, ModelInfo};
 use crate::engine::Engine;
 use crate::exec::observe::{NanGuard, Observed};
@@ -82,18 +83,40 @@ pub struct ServeArgs {
     /// Draft every round, past the depth rule (to measure drafting where it does not pay).
     #[arg(long, conflicts_with = "no_drafts")]
     pub always_draft: bool,
-    /// Take image input: refused at start, with what the checkpoint lacks or because this build runs no vision tower yet.
+    /// Take image input (OpenAI `image_url` data URLs, Anthropic base64 `image` blocks); refused at start when the checkpoint has no vision tower.
     #[arg(long)]
     pub vision: bool,
+    /// Most images in one request.
+    #[arg(long, default_value_t = 4)]
+    pub max_images: usize,
+    /// Most bytes of one encoded image.
+    #[arg(long, default_value_t = 10 << 20)]
+    pub max_image_bytes: usize,
+    /// Most pixels of one decoded image (checked from the header, before decoding).
+    #[arg(long, default_value_t = crate::vision::PILLOW_MAX_IMAGE_PIXELS)]
+    pub max_image_pixels: u64,
+    /// Most image-span tokens in one request, all its images together.
+    #[arg(long, default_value_t = 8192)]
+    pub max_image_tokens: usize,
 }
 
-/// Why `--vision` is refused for the checkpoint in `dir`: what it lacks for images, else that this build has no image input.
-fn vision_refusal(dir: &Path, cfg: &Config) -> Result<String> {
-    let ck = Checkpoint::open(dir, LoadMode::Mapped).map_err(|e| anyhow::anyhow!("opening {}: {e}", dir.display()))?;
-    Ok(match vision_missing(cfg, &ck) {
-        Some(why) => format!("--vision: {why}, so it cannot take images; serve it without --vision for text"),
-        None => "--vision: image input is not available in this build of lockstep (it runs no vision tower yet); serve without --vision for text".to_string(),
-    })
+/// Image input for `serve --vision`: refused with what the checkpoint in `dir` lacks for images.
+fn vision_input(args: &ServeArgs, cfg: &Config) -> Result<Option<Vision>> {
+    if !args.vision {
+        return Ok(None);
+    }
+    let ck = Checkpoint::open(&args.model, LoadMode::Mapped).map_err(|e| anyhow::anyhow!("opening {}: {e}", args.model.display()))?;
+    if let Some(why) = vision_missing(cfg, &ck) {
+        bail!("--vision: {why}, so it cannot take images; serve it without --vision for text");
+    }
+    if args.max_images == 0 || args.max_image_bytes == 0 || args.max_image_pixels == 0 || args.max_image_tokens == 0 {
+        bail!("--max-images, --max-image-bytes, --max-image-pixels and --max-image-tokens must be at least 1");
+    }
+    let settings = crate::vision::Settings { max_pixels: args.max_image_pixels, ..super::image::settings(cfg)? };
+    settings.check().map_err(|e| anyhow::anyhow!("--vision: {e}"))?;
+    let limits = VisionLimits { settings, max_images: args.max_images, max_image_bytes: args.max_image_bytes, max_image_tokens: args.max_image_tokens, image_token: cfg.image_token_id as u32 };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(Some(Vision::new(limits, cores)))
 }
 
 /// sha256 over the checkpoint's config, index and every safetensors header, in file-name order.
@@ -173,9 +196,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         bail!("--parallel and --round-tokens must be at least 1");
     }
     let cfg = Config::from_dir(&args.model).with_context(|| format!("reading the config of {}", args.model.display()))?;
-    if args.vision {
-        bail!("{}", vision_refusal(&args.model, &cfg)?);
-    }
+    let vision = vision_input(args, &cfg)?;
     let context = args.context.unwrap_or(cfg.max_position_embeddings);
     if context < 2 || context > cfg.max_position_embeddings.max(1 << 20) {
         bail!("--context {context} must be in 2..={}", cfg.max_position_embeddings.max(1 << 20));
@@ -197,7 +218,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let fp = fingerprint(&args.model)?;
     let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel::<Command>();
-    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel));
+    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel).with_vision(vision));
     let snapshots = match &args.snapshot_dir {
         Some(d) => {
             crate::serve::snapshot::usable(d).map_err(anyhow::Error::msg)?;

@@ -1,10 +1,32 @@
-//! The prompt cache: snapshots of sequence state keyed by their exact token prefix (a trie over token ids), kept within a byte budget by least-recent use.
+//! The prompt cache: snapshots of sequence state keyed by their exact prefix (a trie over token ids and image positions), kept within a byte budget by least-recent use.
+use super::job::JobImage;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+
+/// Set in every image position's key element and in no text token's.
+pub const IMAGE_BIT: u64 = 1 << 63;
+
+/// A prompt's cache key: text ids as they are; each image-span position the sha256 of its image's key and its offset, top bit set.
+pub fn prompt_key(prompt: &[u32], images: &[JobImage]) -> Vec<u64> {
+    let mut key: Vec<u64> = prompt.iter().map(|&t| u64::from(t)).collect();
+    for img in images {
+        for j in 0..img.len {
+            if let Some(slot) = key.get_mut(img.at + j) {
+                let mut h = Sha256::new();
+                h.update(img.key);
+                h.update((j as u64).to_le_bytes());
+                let d = h.finalize();
+                *slot = IMAGE_BIT | u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]);
+            }
+        }
+    }
+    key
+}
 
 /// One cached snapshot.
 pub struct Entry<S> {
     /// The token prefix the state has consumed.
-    pub key: Vec<u32>,
+    pub key: Vec<u64>,
     /// The state (a sequence of the engine, owned by the cache).
     pub seq: S,
     /// The logits of the prefix's last token.
@@ -16,9 +38,9 @@ pub struct Entry<S> {
 
 #[derive(Default)]
 struct Node {
-    children: HashMap<u32, usize>,
+    children: HashMap<u64, usize>,
     entry: Option<usize>,
-    parent: Option<(usize, u32)>,
+    parent: Option<(usize, u64)>,
 }
 
 /// A budgeted trie of snapshots.
@@ -59,15 +81,20 @@ impl<S> PromptCache<S> {
     }
 
     /// The entry of the longest cached prefix of `tokens` (at most `tokens.len()` long), marked as used.
-    pub fn longest_prefix(&mut self, tokens: &[u32]) -> Option<&Entry<S>> {
+    pub fn longest_prefix(&mut self, tokens: &[u64]) -> Option<&Entry<S>> {
+        self.longest_prefix_where(tokens, |_| true)
+    }
+
+    /// The entry of the longest cached prefix of `tokens` whose length `ok` accepts, marked as used.
+    pub fn longest_prefix_where(&mut self, tokens: &[u64], ok: impl Fn(usize) -> bool) -> Option<&Entry<S>> {
         let mut node = 0;
-        let mut best = self.nodes[0].entry;
-        for t in tokens {
+        let mut best = self.nodes[0].entry.filter(|_| ok(0));
+        for (i, t) in tokens.iter().enumerate() {
             match self.nodes[node].children.get(t) {
                 Some(&n) => node = n,
                 None => break,
             }
-            if let Some(e) = self.nodes[node].entry {
+            if let Some(e) = self.nodes[node].entry.filter(|_| ok(i + 1)) {
                 best = Some(e);
             }
         }
@@ -79,11 +106,11 @@ impl<S> PromptCache<S> {
     }
 
     /// Whether `key` is cached exactly.
-    pub fn contains(&self, key: &[u32]) -> bool {
+    pub fn contains(&self, key: &[u64]) -> bool {
         self.find(key).and_then(|n| self.nodes[n].entry).is_some()
     }
 
-    fn find(&self, key: &[u32]) -> Option<usize> {
+    fn find(&self, key: &[u64]) -> Option<usize> {
         let mut node = 0;
         for t in key {
             node = *self.nodes[node].children.get(t)?;
@@ -97,7 +124,7 @@ impl<S> PromptCache<S> {
     }
 
     /// Inserts a snapshot, evicting least-recently-used entries to stay within budget; returns the evicted (and a refused) snapshots for the caller to free.
-    pub fn insert(&mut self, key: Vec<u32>, seq: S, logits: Vec<f32>, bytes: usize) -> Vec<S> {
+    pub fn insert(&mut self, key: Vec<u64>, seq: S, logits: Vec<f32>, bytes: usize) -> Vec<S> {
         let mut out = Vec::new();
         if !self.fits(bytes) {
             out.push(seq);
@@ -152,7 +179,7 @@ impl<S> PromptCache<S> {
         self.entries.iter().enumerate().filter_map(|(i, e)| e.as_ref().map(|e| (e.used, i))).min().map(|(_, i)| i)
     }
 
-    fn remove_key(&mut self, key: &[u32]) -> Option<S> {
+    fn remove_key(&mut self, key: &[u64]) -> Option<S> {
         let node = self.find(key)?;
         let e = self.nodes[node].entry?;
         self.remove_entry(e)

@@ -1,11 +1,12 @@
 //! The lane host: one thread owns the engine; each round drops abandoned jobs, admits queued jobs into free lanes, runs every live stream's rows (a decoding stream's window: its next token and its drafts) through one forward, samples each row with its own stream's sampler, keeps each window's accepted prefix, drafts the next windows, and streams the text out.
-use super::cache::PromptCache;
+use super::cache::{prompt_key, PromptCache};
 use super::job::{Command, Event, FinishReason, Job, JobError};
 use super::lane::{Lane, Step};
 use super::snapshot::{Snapshot, SnapshotDir};
 use super::status::{LaneStatus, Status};
-use crate::engine::{Engine, EngineError, SeqId, Span, Work};
+use crate::engine::{chunk_spans, Engine, EngineError, Placed, SeqId, Span, Work};
 use crate::exec::Executor;
+use crate::model::forward::vision::ImagePatches;
 use crate::model::forward::LogitRows;
 use crate::model::taps::Taps;
 use crate::text::Tokenizer;
@@ -128,7 +129,12 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             Command::Submit(job) if job.prompt.is_empty() || job.prompt.len() >= self.cfg.context => {
                 let _ = job.events.send(Event::Error(JobError::Invalid(format!("the prompt has {} tokens; it needs 1 to {}", job.prompt.len(), self.cfg.context - 1))));
             }
-            Command::Submit(job) => self.queue.push_back(job),
+            Command::Submit(job) => match images_fit(&job) {
+                Ok(()) => self.queue.push_back(job),
+                Err(e) => {
+                    let _ = job.events.send(Event::Error(JobError::Invalid(e)));
+                }
+            },
             Command::Drain(deadline) => {
                 self.drain = Some(deadline);
                 for j in self.queue.drain(..) {
@@ -151,7 +157,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         if self.drain.is_some_and(|d| Instant::now() >= d) {
             for lane in std::mem::take(&mut self.lanes) {
                 let _ = lane.job.events.send(Event::Error(JobError::Unavailable("cancelled: the server shut down before the reply finished".into())));
-                let _ = self.engine.remove(lane.seq);
+                self.drop_lane(lane);
             }
         }
     }
@@ -163,7 +169,9 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             if job.events.is_closed() {
                 continue;
             }
-            let hit = self.cache.longest_prefix(&job.prompt).map(|e| (e.key.len(), e.seq, e.logits.clone()));
+            let key = prompt_key(&job.prompt, &job.images);
+            let spans: Vec<(usize, usize)> = job.images.iter().map(|i| (i.at, i.at + i.len)).collect();
+            let hit = self.cache.longest_prefix_where(&key, |n| spans.iter().all(|&(a, b)| n <= a || n >= b)).map(|e| (e.key.len(), e.seq, e.logits.clone()));
             let seq = match &hit {
                 Some((_, seq, _)) => self.engine.fork(*seq),
                 None => self.engine.add().map_err(EngineError::from),
@@ -184,9 +192,20 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 st.cache_queries += job.prompt.len() as u64;
                 st.cache_hits += cached as u64;
             }
+            let mut job = job;
+            let images = match self.run_tower(&mut job, cached) {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = job.events.send(Event::Error(JobError::Engine(format!("the vision tower failed: {e}"))));
+                    let _ = self.engine.remove(seq);
+                    continue;
+                }
+            };
             let _ = job.events.send(Event::Started { cached_tokens: cached });
             let pace = self.pace.start();
-            self.lanes.push(Lane::new(job, seq, cached, ready, pace));
+            let mut lane = Lane::new(job, seq, cached, ready, pace);
+            (lane.key, lane.images) = (key, images);
+            self.lanes.push(lane);
         }
     }
 
@@ -206,7 +225,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     fn leave_abandoned(&mut self) {
         for lane in std::mem::take(&mut self.lanes) {
             if lane.abandoned() {
-                let _ = self.engine.remove(lane.seq);
+                self.drop_lane(lane);
             } else {
                 self.lanes.push(lane);
             }
@@ -232,18 +251,19 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             Err(e) => {
                 let lane = self.lanes.remove(i);
                 let _ = lane.job.events.send(Event::Error(e));
-                let _ = self.engine.remove(lane.seq);
+                self.drop_lane(lane);
                 true
             }
         }
     }
 
     /// Finishes a lane; its state goes to the cache keyed by everything it consumed (not when a verify window left it ahead of its tokens).
-    fn end(&mut self, lane: Lane, reason: FinishReason, logits: &[f32]) {
+    fn end(&mut self, mut lane: Lane, reason: FinishReason, logits: &[f32]) {
+        self.free_images(&mut lane);
         let ahead = lane.ahead;
-        let (job, seq, tokens) = lane.finish(reason, self.tok);
-        let mut key = job.prompt;
-        key.extend(&tokens[..tokens.len() - 1]);
+        let mut key = std::mem::take(&mut lane.key);
+        let (_, seq, tokens) = lane.finish(reason, self.tok);
+        key.extend(tokens[..tokens.len() - 1].iter().map(|&t| u64::from(t)));
         if !ahead && self.cache.budget() > 0 && !self.cache.contains(&key) {
             self.keep(key, seq, logits.to_vec());
         } else {
@@ -252,7 +272,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     }
 
     /// Puts `seq` in the cache (freeing what it evicts) and on disk when asked.
-    fn keep(&mut self, key: Vec<u32>, seq: SeqId, logits: Vec<f32>) {
+    fn keep(&mut self, key: Vec<u64>, seq: SeqId, logits: Vec<f32>) {
         let bytes = self.engine.resident_bytes(seq).unwrap_or(usize::MAX / 2) + logits.len() * 4;
         if !self.cache.fits(bytes) {
             let _ = self.engine.remove(seq);
@@ -308,10 +328,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 }
             }
         }
-        let spans: Vec<[Span<'_>; 1]> = plan
+        let spans: Vec<Vec<Span<'_>>> = plan
             .iter()
             .enumerate()
-            .map(|(p, &(i, from, n))| [Span::Tokens(match windows.get(p) { Some(w) => &w.tokens[..], None => &self.lanes[i].job.prompt[from..from + n] })])
+            .map(|(p, &(i, from, n))| match windows.get(p) {
+                Some(w) => vec![Span::Tokens(&w.tokens[..])],
+                None => chunk_spans(&self.lanes[i].job.prompt, &self.lanes[i].images, from, from + n),
+            })
             .collect();
         let work: Vec<Work<'_>> = plan
             .iter()
@@ -348,6 +371,12 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             }
         }
         drop(logits);
+        for i in 0..self.lanes.len() {
+            if !self.lanes[i].prefilling() && !self.lanes[i].images.is_empty() {
+                let mut images = std::mem::take(&mut self.lanes[i].images);
+                images.drain(..).for_each(|p| drop(self.engine.remove_image(p.image)));
+            }
+        }
         // lanes choose their tokens in parallel (each from its own logits and seed), then commit in lane order
         let lanes = &self.lanes;
         let choices: Vec<_> = if sampled.len() == 1 {
@@ -451,10 +480,10 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// A prompt just filled: a copy of its state goes to the cache keyed by the prompt.
     fn snapshot_prompt(&mut self, at: usize, logits: &[f32]) {
         let l = &self.lanes[at];
-        if self.cache.budget() == 0 || self.cache.contains(&l.job.prompt) {
+        if self.cache.budget() == 0 || self.cache.contains(&l.key) {
             return;
         }
-        let (seq, key) = (l.seq, l.job.prompt.clone());
+        let (seq, key) = (l.seq, l.key.clone());
         let bytes = self.engine.resident_bytes(seq).unwrap_or(usize::MAX / 2) + logits.len() * 4;
         if !self.cache.fits(bytes) {
             return;
@@ -472,7 +501,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         for lane in std::mem::take(&mut self.lanes) {
             if hit.contains(&lane.seq) {
                 let _ = lane.job.events.send(Event::Error(JobError::Engine(msg.clone())));
-                let _ = self.engine.remove(lane.seq);
+                self.drop_lane(lane);
             } else {
                 self.lanes.push(lane);
             }
@@ -491,6 +520,36 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
     }
 
+    /// Runs the tower for each of the job's images whose span the cached prefix does not cover; their engine images, placed.
+    fn run_tower(&mut self, job: &mut Job, cached: usize) -> Result<Vec<Placed>, EngineError> {
+        let mut placed = Vec::new();
+        for img in job.images.iter_mut().filter(|i| i.at + i.len > cached) {
+            let patches = std::mem::take(&mut img.patches);
+            let input = ImagePatches { grid_h: img.grid_h, grid_w: img.grid_w, data: &patches };
+            match self.engine.add_image(&input, img.llm_h, img.llm_w, &mut Taps::default()) {
+                Ok(id) => placed.push(Placed { image: id, at: img.at, len: img.len }),
+                Err(e) => {
+                    placed.into_iter().for_each(|p: Placed| drop(self.engine.remove_image(p.image)));
+                    return Err(e);
+                }
+            }
+        }
+        Ok(placed)
+    }
+
+    /// Frees a lane's image embeddings.
+    fn free_images(&mut self, lane: &mut Lane) {
+        for p in std::mem::take(&mut lane.images) {
+            let _ = self.engine.remove_image(p.image);
+        }
+    }
+
+    /// Frees everything a lane holds in the engine.
+    fn drop_lane(&mut self, mut lane: Lane) {
+        self.free_images(&mut lane);
+        let _ = self.engine.remove(lane.seq);
+    }
+
     /// Copies the lanes, queue and cache figures into the shared status.
     fn publish(&self) {
         let mut st = self.status.lock().unwrap_or_else(|p| p.into_inner());
@@ -505,4 +564,19 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         st.cache_entries = self.cache.len();
         st.ready = true;
     }
+}
+
+/// Whether a job's image spans lie in its prompt, in order and apart, each with patches for its grid and the length its rows give.
+fn images_fit(job: &Job) -> Result<(), String> {
+    let mut end = 0;
+    for (k, img) in job.images.iter().enumerate() {
+        let stop = img.at.checked_add(img.len).filter(|&e| e <= job.prompt.len() && img.at >= end && img.len >= 3);
+        let Some(stop) = stop else { return Err(format!("image {k}'s span {}..+{} does not lie in the prompt of {} positions after the previous span", img.at, img.len, job.prompt.len())) };
+        let cells = img.grid_h * img.grid_w;
+        if cells == 0 || img.patches.is_empty() || img.patches.len() % cells != 0 || crate::model::forward::vision::span_len(img.llm_h, img.llm_w) != img.len {
+            return Err(format!("image {k}: {} patch values for a {}x{} grid and a span of {} for {}x{} rows", img.patches.len(), img.grid_h, img.grid_w, img.len, img.llm_h, img.llm_w));
+        }
+        end = stop;
+    }
+    Ok(())
 }

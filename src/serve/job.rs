@@ -7,8 +7,10 @@ use tokio::sync::mpsc::UnboundedSender;
 pub struct Job {
     /// The request id (echoed in `x-request-id`).
     pub id: String,
-    /// Prompt token ids.
+    /// Prompt token ids (every position of an image span carries the image token).
     pub prompt: Vec<u32>,
+    /// The prompt's images, in prompt order.
+    pub images: Vec<JobImage>,
     /// The stream's sampler.
     pub sampler: Sampler,
     /// The seed the sampler draws from (returned so a reply can be replayed).
@@ -35,6 +37,27 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
     /// When the request arrived.
     pub arrived: Instant,
+}
+
+/// An image of a job's prompt: the tower's input, where its span sits, and what the prompt cache knows it by.
+#[derive(Clone, Debug)]
+pub struct JobImage {
+    /// The span's first position in the prompt.
+    pub at: usize,
+    /// The span's positions (delimiters included).
+    pub len: usize,
+    /// ViT patch rows.
+    pub grid_h: usize,
+    /// ViT patch columns.
+    pub grid_w: usize,
+    /// Aligner rows.
+    pub llm_h: usize,
+    /// Aligner columns.
+    pub llm_w: usize,
+    /// `[grid_h * grid_w, 3 * patch^2]` patch values (emptied once the tower has run).
+    pub patches: Vec<f32>,
+    /// sha256 over the decoded pixels' hash, the preprocessing settings and the grids.
+    pub key: [u8; 32],
 }
 
 /// Drafts taken from an expected reply: each block right for its first `acceptance` share, wrong after.

@@ -16,6 +16,10 @@ pub struct Lane {
     pub fed: usize,
     /// Prompt tokens resumed from the cache.
     pub cached: usize,
+    /// The prompt's cache key.
+    pub key: Vec<u64>,
+    /// The images whose spans are still to be fed, in the engine.
+    pub images: Vec<crate::engine::Placed>,
     /// The token to feed next round (the last sampled one).
     pub next: Option<u32>,
     /// Logits ready to sample from (a cached prompt's, before any round).
@@ -53,7 +57,7 @@ impl Lane {
     pub fn new(job: Job, seq: SeqId, cached: usize, ready: Option<Vec<f32>>, pace: super::pace::LanePace) -> Lane {
         let logits_sha = job.logits_sha.then(Sha256::new);
         let skip = job.skip_special;
-        Lane { job, seq, fed: cached, cached, next: None, ready, proposed: Vec::new(), pace, ahead: false, speculative: Speculative::default(), tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
+        Lane { job, seq, fed: cached, cached, key: Vec::new(), images: Vec::new(), next: None, ready, proposed: Vec::new(), pace, ahead: false, speculative: Speculative::default(), tokens: Vec::new(), counts: HashMap::new(), detok: Detokenizer::new(skip), held: String::new(), logits_sha, admitted: Instant::now(), first: None }
     }
 
     /// Whether the prompt is still being prefilled.

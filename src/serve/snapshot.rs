@@ -1,17 +1,19 @@
-//! Prompt-cache snapshots on disk: a versioned file carrying the checkpoint's fingerprint, the token prefix, its logits and the state bytes, sealed by a sha256.
+//! Prompt-cache snapshots on disk: a versioned file carrying the checkpoint's fingerprint, the prefix's key, its logits and the state bytes, sealed by a sha256.
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-/// The first bytes of a snapshot file (the version is in the name).
-pub const MAGIC: &[u8; 8] = b"LKSNAP01";
+/// The first bytes of a snapshot file (the version is in the name): keys of u64 elements, image positions among them.
+pub const MAGIC: &[u8; 8] = b"LKSNAP02";
+/// The first version's magic: text-only keys of u32 token ids (still read).
+pub const MAGIC_V1: &[u8; 8] = b"LKSNAP01";
 /// The file extension.
 pub const EXT: &str = "lksnap";
 
 /// What a snapshot file holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
-    /// The token prefix the state consumed.
-    pub key: Vec<u32>,
+    /// The prefix the state consumed, as prompt-cache key elements.
+    pub key: Vec<u64>,
     /// The logits of its last token.
     pub logits: Vec<f32>,
     /// `SeqState::to_bytes` of the state.
@@ -35,7 +37,8 @@ pub fn encode(fingerprint: &[u8; 32], s: &Snapshot) -> Vec<u8> {
 
 /// Reads a file [`encode`] wrote; refused when truncated, corrupted, or made for another checkpoint.
 pub fn decode(fingerprint: &[u8; 32], bytes: &[u8]) -> Result<Snapshot, String> {
-    if bytes.len() < MAGIC.len() + 32 + 32 || &bytes[..8] != MAGIC {
+    let v1 = bytes.get(..8) == Some(&MAGIC_V1[..]);
+    if bytes.len() < MAGIC.len() + 32 + 32 || (&bytes[..8] != MAGIC && !v1) {
         return Err("not a lockstep snapshot of this version (bad magic or too short)".into());
     }
     let (body, seal) = bytes.split_at(bytes.len() - 32);
@@ -58,7 +61,12 @@ pub fn decode(fingerprint: &[u8; 32], bytes: &[u8]) -> Result<Snapshot, String> 
         Ok(v)
     };
     let n = u64_at(&mut at)?;
-    let key = words(&mut at, n)?;
+    let key = if v1 {
+        words(&mut at, n)?.into_iter().map(u64::from).collect()
+    } else {
+        let pairs = words(&mut at, n.checked_mul(2).ok_or("length overflow")?)?;
+        pairs.chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect()
+    };
     let n = u64_at(&mut at)?;
     let logits = words(&mut at, n)?.into_iter().map(f32::from_bits).collect();
     let n = u64_at(&mut at)?;
@@ -69,8 +77,8 @@ pub fn decode(fingerprint: &[u8; 32], bytes: &[u8]) -> Result<Snapshot, String> 
     Ok(Snapshot { key, logits, state })
 }
 
-/// The file name of a prefix: the sha256 of its ids.
-pub fn file_name(key: &[u32]) -> String {
+/// The file name of a prefix: the sha256 of its key elements.
+pub fn file_name(key: &[u64]) -> String {
     let mut h = Sha256::new();
     key.iter().for_each(|t| h.update(t.to_le_bytes()));
     let hex: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
@@ -145,7 +153,7 @@ mod tests {
     #[test]
     fn a_snapshot_round_trips_and_any_flipped_or_missing_byte_is_refused() {
         let fp = [7u8; 32];
-        let s = Snapshot { key: vec![1, 2, 3], logits: vec![0.5, -0.0, f32::MIN_POSITIVE], state: (0..50).collect() };
+        let s = Snapshot { key: vec![1, 2, 3, super::super::cache::IMAGE_BIT | 0xdead_beef_0bad_f00d], logits: vec![0.5, -0.0, f32::MIN_POSITIVE], state: (0..50).collect() };
         let b = encode(&fp, &s);
         assert_eq!(decode(&fp, &b).unwrap(), s);
         for i in [0, 9, 45, b.len() / 2, b.len() - 1] {
@@ -155,5 +163,21 @@ mod tests {
         }
         assert!(decode(&fp, &b[..b.len() - 1]).is_err());
         assert!(decode(&[8u8; 32], &b).unwrap_err().contains("another checkpoint"));
+    }
+
+    #[test]
+    fn a_first_version_file_of_u32_ids_is_still_read() {
+        let fp = [7u8; 32];
+        let mut b = MAGIC_V1.to_vec();
+        b.extend(fp);
+        b.extend(2u64.to_le_bytes());
+        b.extend([5u32, 129_264].iter().flat_map(|t| t.to_le_bytes()));
+        b.extend(1u64.to_le_bytes());
+        b.extend(0.25f32.to_bits().to_le_bytes());
+        b.extend(3u64.to_le_bytes());
+        b.extend([9u8, 8, 7]);
+        let seal = Sha256::digest(&b);
+        b.extend(seal);
+        assert_eq!(decode(&fp, &b).unwrap(), Snapshot { key: vec![5, 129_264], logits: vec![0.25], state: vec![9, 8, 7] });
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Drives a lockstep server through the unmodified `openai` and `anthropic` SDKs and checks what they read back."""
 import argparse
+import base64
 import json
 import sys
 import traceback
@@ -221,16 +222,98 @@ class Checks:
         expect(any(m.id == self.model for m in models.data), "models.list lacks %s" % self.model)
 
 
+class ImageChecks:
+    """Image prompts through both SDKs: an image part and an image block served, every bad image a 400 naming its fault, the server serving after."""
+
+    def __init__(self, c, image, big, max_images):
+        self.c = c
+        self.b64 = base64.b64encode(open(image, "rb").read()).decode()
+        self.big = base64.b64encode(open(big, "rb").read()).decode()
+        self.max_images = max_images
+        self.shas = {}
+
+    def oa_args(self, parts):
+        return dict(model=self.c.model, max_tokens=8, temperature=0, seed=3, messages=[{"role": "user", "content": parts + [{"type": "text", "text": "Describe the picture."}]}])
+
+    def an_args(self, blocks):
+        return dict(model=self.c.model, max_tokens=8, extra_body={"seed": 3, "temperature": 0}, messages=[{"role": "user", "content": blocks + [{"type": "text", "text": "Describe the picture."}]}])
+
+    def part(self, data, media="image/png"):
+        return {"type": "image_url", "image_url": {"url": "data:%s;base64,%s" % (media, data)}}
+
+    def block(self, data, media="image/png"):
+        return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+
+    def openai_image(self):
+        """An image part, whole and streamed: one reply, with more prompt tokens than the text alone."""
+        whole = self.c.oa.chat.completions.create(**self.oa_args([self.part(self.b64)]))
+        sha = (extra(whole, "lockstep") or {}).get("token_sha")
+        expect(is_sha(sha), "no lockstep.token_sha on the image chat")
+        text_only = self.c.oa.chat.completions.create(**self.oa_args([]))
+        expect(whole.usage.prompt_tokens > text_only.usage.prompt_tokens + 3, "the image added %d prompt tokens" % (whole.usage.prompt_tokens - text_only.usage.prompt_tokens))
+        chunks = list(self.c.oa.chat.completions.create(stream=True, **self.oa_args([self.part(self.b64)])))
+        streamed = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+        expect(streamed == (whole.choices[0].message.content or ""), "streamed %r != whole %r" % (streamed, whole.choices[0].message.content))
+        self.shas["openai"] = sha
+
+    def anthropic_image(self):
+        """An image block, whole and streamed: one reply."""
+        whole = self.c.an.messages.create(**self.an_args([self.block(self.b64)]))
+        sha = (extra(whole, "lockstep") or {}).get("token_sha")
+        expect(is_sha(sha), "no lockstep.token_sha on the image message")
+        with self.c.an.messages.stream(**self.an_args([self.block(self.b64)])) as s:
+            streamed = "".join(s.text_stream)
+        text = "".join(b.text for b in whole.content if b.type == "text")
+        expect(streamed == text, "streamed %r != whole %r" % (streamed, text))
+        n = self.c.an.messages.count_tokens(model=self.c.model, messages=self.an_args([self.block(self.b64)])["messages"]).input_tokens
+        expect(n == whole.usage.input_tokens + (whole.usage.cache_read_input_tokens or 0), "count_tokens %d != the message's input tokens" % n)
+        self.shas["anthropic"] = sha
+
+    def bad_images(self):
+        """Truncated, not an image, too many pixels, too many images: a 400 from each SDK naming the fault."""
+        cases = [("truncated", self.b64[:120], "cannot decode"), ("not an image", base64.b64encode(b"plain text, no picture").decode(), "not an image"),
+                 ("too many pixels", self.big, "--max-image-pixels")]
+        for name, data, want in cases:
+            for api, call, err in (("openai", lambda: self.c.oa.chat.completions.create(**self.oa_args([self.part(data)])), openai.BadRequestError),
+                                   ("anthropic", lambda: self.c.an.messages.create(**self.an_args([self.block(data)])), anthropic.BadRequestError)):
+                try:
+                    call()
+                    raise AssertionError("%s: a %s image was served" % (api, name))
+                except err as e:
+                    expect(want in str(e), "%s %s: %s lacks %r" % (api, name, e, want))
+        many = [self.part(self.b64)] * (self.max_images + 1)
+        try:
+            self.c.oa.chat.completions.create(**self.oa_args(many))
+            raise AssertionError("openai: %d images were served" % len(many))
+        except openai.BadRequestError as e:
+            expect("--max-images" in str(e), "too many images: %s" % e)
+        try:
+            self.c.an.messages.create(**self.an_args([self.block(self.b64)] * (self.max_images + 1)))
+            raise AssertionError("anthropic: too many images were served")
+        except anthropic.BadRequestError as e:
+            expect("--max-images" in str(e), "too many images: %s" % e)
+        again = self.c.oa.chat.completions.create(**self.oa_args([self.part(self.b64)]))
+        expect((extra(again, "lockstep") or {}).get("token_sha") == self.shas.get("openai"), "the image chat after the bad ones differs")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--url", default="http://127.0.0.1:8080", help="the server's base address, without /v1")
     ap.add_argument("--api-key", default="none")
     ap.add_argument("--model", required=True)
+    ap.add_argument("--image", help="check image prompts only, with this PNG")
+    ap.add_argument("--big-image", help="a PNG over the server's --max-image-pixels")
+    ap.add_argument("--max-images", type=int, default=4, help="the server's --max-images")
     args = ap.parse_args()
     c = Checks(args.url, args.api_key, args.model)
-    order = [("chat", c.chat), ("chat_stream", c.chat_stream), ("completions", c.completions), ("cached", c.cached),
-             ("tools", c.tools), ("anthropic_messages", c.anthropic_messages), ("anthropic_tools", c.anthropic_tools),
-             ("anthropic_count", c.anthropic_count), ("errors", c.errors)]
+    if args.image:
+        ic = ImageChecks(c, args.image, args.big_image, args.max_images)
+        order = [("openai_image", ic.openai_image), ("anthropic_image", ic.anthropic_image), ("bad_images", ic.bad_images)]
+    else:
+        order = [("chat", c.chat), ("chat_stream", c.chat_stream), ("completions", c.completions), ("cached", c.cached),
+                 ("tools", c.tools), ("anthropic_messages", c.anthropic_messages), ("anthropic_tools", c.anthropic_tools),
+                 ("anthropic_count", c.anthropic_count), ("errors", c.errors)]
+        ic = None
     failed = []
     for name, fn in order:
         try:
@@ -242,7 +325,7 @@ def main():
             traceback.print_exc()
     for n in c.notes:
         print("note " + n)
-    print(json.dumps({"checks": len(order), "ok": len(order) - len(failed), "failed": failed}))
+    print(json.dumps({"checks": len(order), "ok": len(order) - len(failed), "failed": failed, "image_shas": ic.shas if ic else None}))
     return 1 if failed else 0
 
 
