@@ -128,8 +128,8 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
     let dtypes: Value = by_dtype(specs.iter()).into_iter().map(|(d, (n, b))| (d, json!({ "tensors": n, "bytes": b }))).collect::<serde_json::Map<_, _>>().into();
     let vision = match (&cfg.vision, &ckpt) {
         (None, _) => json!("none"),
-        (Some(_), None) => json!("a vision tower in the config (not run yet)"),
-        (Some(_), Some(ck)) => json!(vision_missing(&cfg, ck).map_or_else(|| "a vision tower in the checkpoint (not run yet)".to_string(), |why| format!("none: {why}"))),
+        (Some(_), None) => json!("a vision tower in the config"),
+        (Some(_), Some(ck)) => json!(vision_missing(&cfg, ck).map_or_else(|| "a vision tower in the checkpoint (serve --vision takes images)".to_string(), |why| format!("none: {why}"))),
     };
     let checkpoint = ckpt.map(|mut ck| {
         let stored: u64 = ck.names().filter_map(|n| ck.get(n)).map(|v| v.bytes.len() as u64).sum();

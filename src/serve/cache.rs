@@ -216,6 +216,29 @@ impl<S> PromptCache<S> {
 mod tests {
     use super::*;
 
+    fn image(at: usize, len: usize, tag: u8) -> JobImage {
+        JobImage { at, len, grid_h: 1, grid_w: 1, llm_h: 1, llm_w: len - 3, patches: vec![0.0], key: [tag; 32] }
+    }
+
+    #[test]
+    fn image_positions_key_by_identity_and_offset_and_never_equal_a_token() {
+        let prompt: Vec<u32> = vec![0, 1, 129_264, 129_264, 129_264, 129_264, 7];
+        let a = prompt_key(&prompt, &[image(2, 4, 1)]);
+        assert_eq!(a, prompt_key(&prompt, &[image(2, 4, 1)]));
+        assert_eq!((&a[..2], a[6]), (&[0u64, 1][..], 7));
+        assert!(a[2..6].iter().all(|&k| k & IMAGE_BIT != 0 && k > u64::from(u32::MAX)));
+        let distinct: std::collections::HashSet<u64> = a[2..6].iter().copied().collect();
+        assert_eq!(distinct.len(), 4, "each offset its own element");
+        let b = prompt_key(&prompt, &[image(2, 4, 2)]);
+        assert!((2..6).all(|i| a[i] != b[i]), "another image differs at every span position");
+        let mut cache = PromptCache::new(100);
+        cache.insert(a.clone(), "a", vec![], 1);
+        assert!(cache.longest_prefix(&b).is_none());
+        assert_eq!(cache.longest_prefix(&a).map(|e| e.seq), Some("a"));
+        cache.insert(a[..4].to_vec(), "inside", vec![], 1);
+        assert_eq!(cache.longest_prefix_where(&a[..5], |n| n <= 2 || n >= 6).map(|e| e.seq), None, "no prefix ending inside the span");
+    }
+
     #[test]
     fn the_longest_prefix_wins_and_the_budget_holds_by_evicting_the_least_recent() {
         let mut c = PromptCache::new(100);

@@ -4,9 +4,8 @@ use super::job::{Command, Event, FinishReason, Job, JobError};
 use super::lane::{Lane, Step};
 use super::snapshot::{Snapshot, SnapshotDir};
 use super::status::{LaneStatus, Status};
-use crate::engine::{chunk_spans, Engine, EngineError, Placed, SeqId, Span, Work};
+use crate::engine::{chunk_spans, Engine, EngineError, SeqId, Span, Work};
 use crate::exec::Executor;
-use crate::model::forward::vision::ImagePatches;
 use crate::model::forward::LogitRows;
 use crate::model::taps::Taps;
 use crate::text::Tokenizer;
@@ -129,7 +128,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             Command::Submit(job) if job.prompt.is_empty() || job.prompt.len() >= self.cfg.context => {
                 let _ = job.events.send(Event::Error(JobError::Invalid(format!("the prompt has {} tokens; it needs 1 to {}", job.prompt.len(), self.cfg.context - 1))));
             }
-            Command::Submit(job) => match images_fit(&job) {
+            Command::Submit(job) => match super::images::images_fit(&job) {
                 Ok(()) => self.queue.push_back(job),
                 Err(e) => {
                     let _ = job.events.send(Event::Error(JobError::Invalid(e)));
@@ -193,7 +192,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
                 st.cache_hits += cached as u64;
             }
             let mut job = job;
-            let images = match self.run_tower(&mut job, cached) {
+            let images = match super::images::run_tower(&mut self.engine, &mut job, cached) {
                 Ok(v) => v,
                 Err(e) => {
                     let _ = job.events.send(Event::Error(JobError::Engine(format!("the vision tower failed: {e}"))));
@@ -520,23 +519,6 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
     }
 
-    /// Runs the tower for each of the job's images whose span the cached prefix does not cover; their engine images, placed.
-    fn run_tower(&mut self, job: &mut Job, cached: usize) -> Result<Vec<Placed>, EngineError> {
-        let mut placed = Vec::new();
-        for img in job.images.iter_mut().filter(|i| i.at + i.len > cached) {
-            let patches = std::mem::take(&mut img.patches);
-            let input = ImagePatches { grid_h: img.grid_h, grid_w: img.grid_w, data: &patches };
-            match self.engine.add_image(&input, img.llm_h, img.llm_w, &mut Taps::default()) {
-                Ok(id) => placed.push(Placed { image: id, at: img.at, len: img.len }),
-                Err(e) => {
-                    placed.into_iter().for_each(|p: Placed| drop(self.engine.remove_image(p.image)));
-                    return Err(e);
-                }
-            }
-        }
-        Ok(placed)
-    }
-
     /// Frees a lane's image embeddings.
     fn free_images(&mut self, lane: &mut Lane) {
         for p in std::mem::take(&mut lane.images) {
@@ -564,19 +546,4 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         st.cache_entries = self.cache.len();
         st.ready = true;
     }
-}
-
-/// Whether a job's image spans lie in its prompt, in order and apart, each with patches for its grid and the length its rows give.
-fn images_fit(job: &Job) -> Result<(), String> {
-    let mut end = 0;
-    for (k, img) in job.images.iter().enumerate() {
-        let stop = img.at.checked_add(img.len).filter(|&e| e <= job.prompt.len() && img.at >= end && img.len >= 3);
-        let Some(stop) = stop else { return Err(format!("image {k}'s span {}..+{} does not lie in the prompt of {} positions after the previous span", img.at, img.len, job.prompt.len())) };
-        let cells = img.grid_h * img.grid_w;
-        if cells == 0 || img.patches.is_empty() || img.patches.len() % cells != 0 || crate::model::forward::vision::span_len(img.llm_h, img.llm_w) != img.len {
-            return Err(format!("image {k}: {} patch values for a {}x{} grid and a span of {} for {}x{} rows", img.patches.len(), img.grid_h, img.grid_w, img.len, img.llm_h, img.llm_w));
-        }
-        end = stop;
-    }
-    Ok(())
 }

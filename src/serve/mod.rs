@@ -1,6 +1,7 @@
 //! Serving on one engine: jobs, lanes and rounds, the prompt cache and its snapshots on disk.
 pub mod cache;
 pub mod host;
+pub mod images;
 pub mod job;
 pub mod lane;
 pub mod pace;
