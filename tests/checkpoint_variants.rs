@@ -24,6 +24,7 @@ fn tokens(dir: &Path) -> Vec<u32> {
         prefill_chunk: 128,
         taps: None,
         verify_weights: VerifyWeights::Sampled,
+        image: None,
     };
     let report = run(&args, &mut Vec::new()).unwrap_or_else(|e| panic!("run on {}: {e:#}", dir.display()));
     assert!(!report.tokens.is_empty());
