@@ -41,6 +41,8 @@ enum Command {
     Diff(lockstep::cli::diff::DiffArgs),
     /// What a checkpoint or a config holds: shape, layer roles, tensors by dtype, resident and host bytes, state per lane.
     Inspect(lockstep::cli::inspect::InspectArgs),
+    /// Write every registered WGSL kernel as the MSL Metal would be given (naga's translation, the exactness header), with a manifest.
+    Msl(lockstep::cli::msl::MslArgs),
     /// Write a tiny random checkpoint (spec 1.6, or --config) and copy the tokenizer next to it.
     MakeTiny {
         /// Directory to write.
@@ -158,6 +160,9 @@ fn main() -> Result<()> {
         }
         Command::Diff(args) => {
             lockstep::cli::diff::run(&args, &mut std::io::stdout())?;
+        }
+        Command::Msl(args) => {
+            lockstep::cli::msl::run(&args, &mut std::io::stderr())?;
         }
         Command::Inspect(args) => {
             lockstep::cli::inspect::run(&args, &mut std::io::stdout())?;

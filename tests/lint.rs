@@ -1,4 +1,4 @@
-//! Lint: no banned built-ins, float division or NaN self-comparison in any shader (rules N5, N7), checked on naga's IR with types; MSL sources by text; no source file over 600 lines.
+//! Lint: no banned built-ins, float division or NaN self-comparison in any shader (rules N5, N7), checked on naga's IR with types; MSL sources (hand-written and naga's translations) by text, each with the exactness header; no source file over 600 lines.
 use lockstep::gpu::WGSL_LIB;
 use std::path::Path;
 use wgpu::naga::{self, BinaryOperator, Expression, MathFunction, ScalarKind, Statement, SubgroupOperation, TypeInner};
@@ -138,15 +138,22 @@ fn each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
 /// Built-ins MSL sources must not call (rule N5 and hardware-ordered reductions), as written in source text.
 const MSL_BANNED: &[&str] = &["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "fast::", "dot("];
 
-/// The banned built-ins in one MSL source, outside `//` comments (the numerics library's `ls_` functions are allowed).
+/// The banned built-ins in one MSL source, outside `//` comments, as whole names (`ls_exp(` and `act_scale_exp(` are other functions).
 fn msl_banned(text: &str) -> Vec<&'static str> {
-    MSL_BANNED.iter().copied().filter(|bad| text.lines().any(|l| {
-        let code = l.split("//").next().unwrap_or("");
-        code.contains(bad) && !code.contains(&format!("ls_{bad}"))
-    })).collect()
+    let called = |code: &str, bad: &str| code.match_indices(bad).any(|(i, _)| !code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+    MSL_BANNED.iter().copied().filter(|bad| text.lines().any(|l| called(l.split("//").next().unwrap_or(""), bad))).collect()
 }
 
-/// Every `.metal` file under `dir` with the banned built-ins it calls; an error when `dir` is absent, so a missing folder is never a silent pass.
+/// What is wrong with one MSL source: its banned built-ins, and a missing exactness header.
+fn msl_faults(name: &str, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = msl_banned(text).into_iter().map(|b| format!("{name} uses {b}")).collect();
+    if !lockstep::gpu::msl::has_header(text) {
+        out.push(format!("{name} lacks the exactness header"));
+    }
+    out
+}
+
+/// Every `.metal` file under `dir` with its faults; an error when `dir` is absent, so a missing folder is never a silent pass.
 fn lint_msl_dir(dir: &Path) -> Result<Vec<String>, String> {
     if !dir.is_dir() {
         return Err(format!("{} does not exist", dir.display()));
@@ -155,10 +162,24 @@ fn lint_msl_dir(dir: &Path) -> Result<Vec<String>, String> {
     each_file(dir, &mut |p| {
         if p.extension().and_then(|e| e.to_str()) == Some("metal") {
             let text = std::fs::read_to_string(p).unwrap_or_default();
-            found.extend(msl_banned(&text).into_iter().map(|b| format!("{} uses {b}", p.display())));
+            found.extend(msl_faults(&p.display().to_string(), &text));
         }
     });
     Ok(found)
+}
+
+#[test]
+fn every_wgsl_kernel_as_metal_would_get_it_carries_the_header_and_no_banned_builtin() {
+    let mut found = Vec::new();
+    let mut n = 0;
+    for (k, v) in lockstep::kernels::registry::variants() {
+        for s in v.shaders.iter().filter(|s| s.lang == lockstep::gpu::Lang::Wgsl) {
+            let t = lockstep::gpu::msl::translate(s, &[]).unwrap_or_else(|e| panic!("{e}"));
+            found.extend(msl_faults(&format!("{k}/{} (naga's MSL)", v.name), &t.source));
+            n += 1;
+        }
+    }
+    assert!(n > 50 && found.is_empty(), "{n} translations: {found:?}");
 }
 
 #[test]
@@ -201,11 +222,19 @@ fn msl_sources_have_no_banned_builtins_and_an_absent_msl_folder_means_no_msl_var
 fn the_msl_lint_catches_a_planted_banned_builtin_and_refuses_an_absent_folder() {
     let dir = std::env::temp_dir().join(format!("lockstep-msl-lint-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("attention")).expect("temp dir");
-    std::fs::write(dir.join("clean.metal"), "// exp( in a comment is fine\nfloat f(float x) { return ls_exp(x); }\n").expect("write");
+    let header = lockstep::gpu::msl::EXACTNESS_HEADER;
+    std::fs::write(dir.join("clean.metal"), format!("#include <metal_stdlib>\n{header}// exp( in a comment is fine\nfloat f(float x) {{ return ls_exp(x); }}\n")).expect("write");
     assert_eq!(lint_msl_dir(&dir), Ok(vec![]), "a clean source passes");
-    std::fs::write(dir.join("attention/planted.metal"), "float f(float x) { return exp(x) + simd_sum(x); }\n").expect("write");
+    // one planted call per banned class: transcendentals, roots, hardware-ordered reductions, fast math, dot products
+    for (i, call) in ["exp(x)", "sqrt(x)", "simd_sum(x)", "fast::sin(x)", "dot(x, x)"].iter().enumerate() {
+        std::fs::write(dir.join(format!("attention/planted{i}.metal")), format!("{header}float f(float x) {{ return {call}; }}\n")).expect("write");
+    }
+    std::fs::write(dir.join("attention/headless.metal"), "float f(float x) { return x; }\n").expect("write");
     let found = lint_msl_dir(&dir).expect("the folder exists");
     std::fs::remove_dir_all(&dir).ok();
-    assert!(found.iter().any(|f| f.ends_with("planted.metal uses exp(")) && found.iter().any(|f| f.ends_with("uses simd_sum")), "the planted built-ins are caught: {found:?}");
+    for (i, bad) in ["exp(", "sqrt(", "simd_sum", "fast::", "dot("].iter().enumerate() {
+        assert!(found.iter().any(|f| f.ends_with(&format!("planted{i}.metal uses {bad}"))), "the planted {bad} is caught: {found:?}");
+    }
+    assert!(found.iter().any(|f| f.ends_with("headless.metal lacks the exactness header")), "a missing header is caught: {found:?}");
     assert!(lint_msl_dir(&dir).is_err(), "an absent folder is an error, not a pass");
 }

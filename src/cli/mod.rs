@@ -6,5 +6,6 @@ pub mod bench_vision;
 pub mod diff;
 mod image;
 pub mod inspect;
+pub mod msl;
 pub mod run;
 pub mod serve;

@@ -2,6 +2,8 @@
 mod adapter;
 mod binds;
 mod buffer;
+pub mod msl;
+pub mod msl_emu;
 mod pipeline;
 mod recorder;
 

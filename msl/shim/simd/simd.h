@@ -1,0 +1,1 @@
+// Metal's simd header: nothing lockstep's MSL needs beyond <metal_stdlib>.

