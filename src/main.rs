@@ -20,7 +20,7 @@ enum Command {
         /// Only kernels whose name contains this.
         #[arg(long)]
         only: Option<String>,
-        /// Adapter: index, name substring, backend name, or `cpu` (default: LOCKSTEP_DEVICE, else the first GPU).
+        /// Adapter: index, name substring, backend name, `metal-emu` (the MSL harness), or `cpu` (default: LOCKSTEP_DEVICE, else the first GPU).
         #[arg(long)]
         device: Option<String>,
         /// Print one hash over every kernel's outputs on a fixed seed.

@@ -1,42 +1,85 @@
-// The MSL harness's execution model: every thread of a threadgroup a fiber, barriers honoured in a seeded shuffled order, threadgroups one after another, subnormals flushed (FTZ and DAZ) when asked.
+// The MSL harness's execution model: every thread of a threadgroup a fiber, barriers honoured in a seeded shuffled order, threadgroups spread over the host's cores, subnormals flushed (FTZ and DAZ) when asked.
 #pragma once
+#pragma push_macro("thread")
+#undef thread
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ucontext.h>
+#include <thread>
 #include <vector>
 #include <xmmintrin.h>
 
+// Switches stacks: saves the callee-saved registers on the current stack, stores its pointer in *save, and resumes the stack at next (x86-64 System V).
+extern "C" void ls_switch(void** save, void* next);
+asm(R"(
+    .text
+    .globl ls_switch
+    .type ls_switch, @function
+ls_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size ls_switch, .-ls_switch
+)");
+
 struct LsThread {
-    ucontext_t ctx;
+    void* sp;
     bool done;
     std::uint32_t lx, ly, lz, index;
 };
 
 struct LsSched {
-    ucontext_t main;
+    void* main;
     LsThread* running;
     std::vector<LsThread> threads;
-    std::vector<char> stacks;
 };
+
+// The fibers' stacks, kept between launches so their pages are mapped once.
+static thread_local char* ls_stacks = nullptr;
+static thread_local std::size_t ls_stacks_bytes = 0;
 
 static thread_local LsSched* ls_sched = nullptr;
 
 extern "C" void ls_harness_barrier(void) {
     LsThread* t = ls_sched->running;
-    swapcontext(&t->ctx, &ls_sched->main);
+    ls_switch(&t->sp, ls_sched->main);
 }
 
 // The kernel's body for one thread, written by the generated launcher.
 static void ls_body(LsThread* t, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);
 
-static std::uint32_t ls_group[3];
+static thread_local std::uint32_t ls_group[3];
 
+// A fiber's first frame: runs the body, then hands the stack back for good.
 static void ls_entry() {
     LsThread* t = ls_sched->running;
     ls_body(t, ls_group[0], ls_group[1], ls_group[2]);
     t->done = true;
+    ls_switch(&t->sp, ls_sched->main);
+    std::abort();
+}
+
+// A fresh stack whose first switch enters ls_entry with the alignment a call would give.
+static void* ls_stack(char* base, std::size_t size) {
+    std::uintptr_t top = (reinterpret_cast<std::uintptr_t>(base) + size) & ~std::uintptr_t(15);
+    void** sp = reinterpret_cast<void**>(top);
+    *--sp = nullptr;
+    *--sp = reinterpret_cast<void*>(&ls_entry);
+    for (int i = 0; i < 6; i++) *--sp = nullptr;
+    return sp;
 }
 
 static std::uint64_t ls_next(std::uint64_t& s) {
@@ -44,58 +87,83 @@ static std::uint64_t ls_next(std::uint64_t& s) {
     return s >> 33;
 }
 
-// Runs `groups` threadgroups of `size` threads; 0 on success, else a message in `err`.
-static int ls_run(const std::uint32_t size[3], const std::uint32_t groups[3], std::uint64_t seed, int flush, char* err, std::size_t errlen) {
+// Runs the threadgroups `first`, `first + step`, ... of the grid on this OS thread; 0 on success, else a message in `err`.
+static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3], std::uint64_t seed, int flush, std::size_t first, std::size_t step, char* err, std::size_t errlen) {
     const std::size_t n = std::size_t(size[0]) * size[1] * size[2];
     const std::size_t stack = 256 << 10;
     LsSched s;
     s.threads.resize(n);
-    s.stacks.resize(n * stack);
+    if (ls_stacks_bytes < n * stack) {
+        std::free(ls_stacks);
+        ls_stacks = static_cast<char*>(std::malloc(n * stack));
+        ls_stacks_bytes = ls_stacks ? n * stack : 0;
+        if (!ls_stacks) {
+            std::snprintf(err, errlen, "no memory for %zu fiber stacks", n);
+            return 1;
+        }
+    }
     ls_sched = &s;
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(flush ? (csr | 0x8040u) : (csr & ~0x8040u));
     std::vector<std::size_t> order;
+    const std::size_t total = std::size_t(groups[0]) * groups[1] * groups[2];
     int rc = 0;
-    for (std::uint32_t gz = 0; gz < groups[2] && rc == 0; gz++)
-        for (std::uint32_t gy = 0; gy < groups[1] && rc == 0; gy++)
-            for (std::uint32_t gx = 0; gx < groups[0] && rc == 0; gx++) {
-                ls_group[0] = gx;
-                ls_group[1] = gy;
-                ls_group[2] = gz;
-                for (std::size_t i = 0; i < n; i++) {
-                    LsThread& t = s.threads[i];
-                    t.done = false;
-                    t.index = std::uint32_t(i);
-                    t.lx = std::uint32_t(i % size[0]);
-                    t.ly = std::uint32_t((i / size[0]) % size[1]);
-                    t.lz = std::uint32_t(i / (std::size_t(size[0]) * size[1]));
-                    getcontext(&t.ctx);
-                    t.ctx.uc_stack.ss_sp = &s.stacks[i * stack];
-                    t.ctx.uc_stack.ss_size = stack;
-                    t.ctx.uc_link = &s.main;
-                    makecontext(&t.ctx, ls_entry, 0);
-                }
-                std::size_t live = n;
-                while (live > 0) {
-                    order.clear();
-                    for (std::size_t i = 0; i < n; i++)
-                        if (!s.threads[i].done) order.push_back(i);
-                    for (std::size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[ls_next(seed) % i]);
-                    std::size_t finished = 0;
-                    for (std::size_t i : order) {
-                        s.running = &s.threads[i];
-                        swapcontext(&s.main, &s.threads[i].ctx);
-                        finished += s.threads[i].done;
-                    }
-                    if (finished != 0 && finished != order.size()) {
-                        std::snprintf(err, errlen, "threadgroup (%u, %u, %u): %zu threads ended while %zu wait at a barrier", gx, gy, gz, finished, order.size() - finished);
-                        rc = 1;
-                        break;
-                    }
-                    live -= finished;
-                }
+    for (std::size_t g = first; g < total && rc == 0; g += step) {
+        const std::uint32_t gx = std::uint32_t(g % groups[0]), gy = std::uint32_t((g / groups[0]) % groups[1]), gz = std::uint32_t(g / (std::size_t(groups[0]) * groups[1]));
+        ls_group[0] = gx;
+        ls_group[1] = gy;
+        ls_group[2] = gz;
+        for (std::size_t i = 0; i < n; i++) {
+            LsThread& t = s.threads[i];
+            t.done = false;
+            t.index = std::uint32_t(i);
+            t.lx = std::uint32_t(i % size[0]);
+            t.ly = std::uint32_t((i / size[0]) % size[1]);
+            t.lz = std::uint32_t(i / (std::size_t(size[0]) * size[1]));
+            t.sp = ls_stack(ls_stacks + i * stack, stack);
+        }
+        std::size_t live = n;
+        while (live > 0) {
+            order.clear();
+            for (std::size_t i = 0; i < n; i++)
+                if (!s.threads[i].done) order.push_back(i);
+            for (std::size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[ls_next(seed) % i]);
+            std::size_t finished = 0;
+            for (std::size_t i : order) {
+                s.running = &s.threads[i];
+                ls_switch(&s.main, s.threads[i].sp);
+                finished += s.threads[i].done;
             }
+            if (finished != 0 && finished != order.size()) {
+                std::snprintf(err, errlen, "threadgroup (%u, %u, %u): %zu threads ended while %zu wait at a barrier", gx, gy, gz, finished, order.size() - finished);
+                rc = 1;
+                break;
+            }
+            live -= finished;
+        }
+    }
     _mm_setcsr(csr);
     ls_sched = nullptr;
     return rc;
 }
+
+// Runs `groups` threadgroups of `size` threads over the host's cores (threadgroups are independent, as on a GPU); 0 on success, else a message in `err`.
+static int ls_run(const std::uint32_t size[3], const std::uint32_t groups[3], std::uint64_t seed, int flush, char* err, std::size_t errlen) {
+    const std::size_t total = std::size_t(groups[0]) * groups[1] * groups[2];
+    std::size_t workers = std::thread::hardware_concurrency();
+    workers = workers == 0 ? 1 : (workers < total ? workers : (total == 0 ? 1 : total));
+    std::vector<std::thread> pool;
+    std::vector<int> rcs(workers, 0);
+    std::vector<std::vector<char>> errs(workers, std::vector<char>(errlen, 0));
+    for (std::size_t w = 1; w < workers; w++)
+        pool.emplace_back([&, w] { rcs[w] = ls_run_part(size, groups, seed ^ (0x9e3779b97f4a7c15ull * w), flush, w, workers, errs[w].data(), errlen); });
+    rcs[0] = ls_run_part(size, groups, seed, flush, 0, workers, errs[0].data(), errlen);
+    for (auto& t : pool) t.join();
+    for (std::size_t w = 0; w < workers; w++)
+        if (rcs[w] != 0) {
+            std::memcpy(err, errs[w].data(), errlen);
+            return rcs[w];
+        }
+    return 0;
+}
+#pragma pop_macro("thread")

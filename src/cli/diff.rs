@@ -16,10 +16,10 @@ use std::path::PathBuf;
 /// Options of `lockstep diff`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DiffArgs {
-    /// Executor a: `cpu` or a GPU adapter; its greedy tokens feed both.
+    /// Executor a: `cpu`, a GPU adapter, or `metal-emu` (the MSL harness); its greedy tokens feed both.
     #[arg(long, default_value = "cpu")]
     pub a: String,
-    /// Executor b: `cpu` or a GPU adapter.
+    /// Executor b: `cpu`, a GPU adapter, or `metal-emu`.
     #[arg(long)]
     pub b: String,
     /// Model directory (config.json and safetensors).

@@ -38,7 +38,7 @@ pub struct RunArgs {
     /// Seed of the per-position draws.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Executor: `cpu` (the oracle), or a GPU adapter (index, name substring, backend name, `gpu` for the default).
+    /// Executor: `cpu` (the oracle), a GPU adapter (index, name substring, backend name, `gpu` for the default), or `metal-emu` (the MSL harness).
     #[arg(long, default_value = "cpu")]
     pub device: String,
     /// Prompt tokens per prefill call.

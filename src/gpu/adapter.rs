@@ -12,6 +12,8 @@ pub enum DeviceChoice {
     Index(usize),
     /// A backend name (vulkan, metal, dx12, gl) or a case-insensitive substring of the adapter name.
     Name(String),
+    /// The MSL harness (`metal-emu`): every dispatch runs as the MSL Metal would be given, on the CPU; the default adapter holds the buffers.
+    MetalEmu,
 }
 
 impl DeviceChoice {
@@ -22,6 +24,8 @@ impl DeviceChoice {
             DeviceChoice::Default
         } else if t.eq_ignore_ascii_case("cpu") {
             DeviceChoice::Cpu
+        } else if t.eq_ignore_ascii_case("metal-emu") {
+            DeviceChoice::MetalEmu
         } else if let Ok(i) = t.parse() {
             DeviceChoice::Index(i)
         } else {
@@ -98,7 +102,7 @@ pub(super) fn choose(instance: &wgpu::Instance, choice: &DeviceChoice) -> Result
                 .position(|a| backend_name(a.get_info().backend) == n)
                 .or_else(|| all.iter().position(|a| a.get_info().name.to_lowercase().contains(&n)))
         }
-        DeviceChoice::Default => {
+        DeviceChoice::Default | DeviceChoice::MetalEmu => {
             let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
                 wgpu::DeviceType::DiscreteGpu => 0,
                 wgpu::DeviceType::IntegratedGpu => 1,

@@ -44,6 +44,8 @@ pub struct Gpu {
     /// Host time spent in each phase of recording, submitting and reading back.
     pub host: HostTimes,
     binds: Mutex<binds::Binds>,
+    /// The MSL harness's kernels when this device emulates Metal (`--device metal-emu`).
+    pub(crate) emu: Option<msl_emu::EmuDevice>,
 }
 
 /// Host nanoseconds by phase: recording dispatches, building bind groups, encoding and submitting, waiting for the device, reading buffers back.
@@ -74,7 +76,7 @@ impl Gpu {
     pub fn open(choice: &DeviceChoice) -> Result<Gpu, GpuError> {
         let instance = adapter::instance();
         let adapter = adapter::choose(&instance, choice)?;
-        let info = adapter.get_info();
+        let mut info = adapter.get_info();
         let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
@@ -88,11 +90,23 @@ impl Gpu {
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|source| GpuError::RequestDevice { adapter: info.name.clone(), source })?;
-        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default() })
+        let emu = (*choice == DeviceChoice::MetalEmu).then(msl_emu::EmuDevice::default);
+        if emu.is_some() {
+            info.name = format!("metal-emu (MSL harness, buffers on {})", info.name);
+        }
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default(), emu })
+    }
+
+    /// Whether dispatches run in the MSL harness.
+    pub fn is_emulated(&self) -> bool {
+        self.emu.is_some()
     }
 
     /// Short description: backend and adapter name.
     pub fn describe(&self) -> String {
+        if self.emu.is_some() {
+            return format!("backend=metal-emu device={:?}", self.info.name);
+        }
         format!("backend={} device={:?}", format!("{:?}", self.info.backend).to_lowercase(), self.info.name)
     }
 

@@ -9,7 +9,7 @@ pub const SHIM: &str = include_str!("../../msl/shim/metal_stdlib");
 /// The harness's scheduler, compiled into every kernel.
 pub const RUNTIME: &str = include_str!("../../msl/harness/runtime.hpp");
 /// g++'s flags: no contraction, no fast math, single-precision literals (metal.md).
-pub const FLAGS: &[&str] = &["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fsingle-precision-constant", "-Wno-attributes", "-Wno-unknown-pragmas", "-shared", "-fPIC"];
+pub const FLAGS: &[&str] = &["-std=c++17", "-O2", "-ffp-contract=off", "-fno-fast-math", "-fsingle-precision-constant", "-Wno-attributes", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-pthread"];
 
 /// Why the harness could not build or run a kernel.
 #[derive(Debug, thiserror::Error)]
@@ -162,6 +162,61 @@ impl EmuKernel {
             // SAFETY: the launcher writes a NUL-terminated message into `err`.
             let m = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().to_string();
             return Err(run(m));
+        }
+        Ok(())
+    }
+}
+
+/// The harness as a device: a build per pipeline key; each dispatch runs on host copies of its bound buffers twice (subnormals flushed as Apple flushes them, then kept, under two schedules) and must give one result.
+#[derive(Default)]
+pub struct EmuDevice {
+    kernels: std::sync::Mutex<std::collections::HashMap<super::PipelineKey, std::sync::Arc<EmuKernel>>>,
+    runs: std::sync::atomic::AtomicU64,
+}
+
+impl EmuDevice {
+    /// The harness build of `key`'s shader with its override constants (translated and compiled on first use).
+    pub fn kernel(&self, key: &super::PipelineKey) -> Result<std::sync::Arc<EmuKernel>, super::GpuError> {
+        let err = |message: String| super::GpuError::Shader { kernel: format!("{}/{}", key.shader.kernel, key.shader.variant), message };
+        if let Some(k) = self.kernels.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
+            return Ok(k.clone());
+        }
+        let constants: Vec<(&str, f64)> = key.constants.iter().map(|&(n, v)| (n, f64::from_bits(v))).collect();
+        let t = super::msl::translate(&key.shader, &constants).map_err(|e| err(e.to_string()))?;
+        let k = std::sync::Arc::new(EmuKernel::build(&t).map_err(|e| err(e.to_string()))?);
+        self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), k.clone());
+        Ok(k)
+    }
+
+    /// Runs one dispatch: reads its buffers, runs the kernel flushed and unflushed, refuses differing bits, writes back what it may write.
+    pub fn run(&self, gpu: &super::Gpu, k: &EmuKernel, name: &str, params: Vec<u8>, bound: &[(super::Buf, Option<(u64, u64)>)], groups: [u32; 3]) -> Result<(), super::GpuError> {
+        let err = |message: String| super::GpuError::Shader { kernel: name.to_string(), message };
+        let mut inputs = vec![params];
+        for (b, range) in bound {
+            let all = gpu.read(b)?;
+            inputs.push(match *range {
+                None => all,
+                Some((offset, size)) => all[offset as usize..(offset + size) as usize].to_vec(),
+            });
+        }
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let run = |flush: bool, seed: u64| -> Result<Vec<Vec<u8>>, super::GpuError> {
+            let mut bufs = inputs.clone();
+            let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+            k.launch(&mut views, groups, seed, flush).map_err(|e| err(e.to_string()))?;
+            Ok(bufs)
+        };
+        let flushed = run(true, n.wrapping_mul(0x9e37_79b9_7f4a_7c15))?;
+        // the contract's probes measure the device, so they see Apple's flushing only
+        let kept = if name.starts_with("probe_") { flushed.clone() } else { run(false, !n)? };
+        for s in k.translated().buffers.iter().filter(|s| s.mutable) {
+            let i = s.binding as usize;
+            if flushed[i] != kept[i] {
+                let words = flushed[i].chunks(4).zip(kept[i].chunks(4)).filter(|(a, b)| a != b).count();
+                return Err(err(format!("binding {}: {words} words differ between the run with subnormals flushed and the run without (or between two schedules)", s.binding)));
+            }
+            let (b, range) = &bound[i - 1];
+            gpu.write_at(b, range.map_or(0, |r| r.0), &flushed[i]);
         }
         Ok(())
     }

@@ -13,12 +13,27 @@ pub enum Arg<'a> {
 struct Dispatch {
     kernel: &'static str,
     variant: &'static str,
-    pipeline: wgpu::ComputePipeline,
+    pipeline: Pipeline,
     groups: [u32; 3],
     /// Byte offset of this dispatch's words in the recorder's uniform arena, and their length.
     params: (u64, u64),
     /// The bound buffers and ranges (held until submitted, so no pool hands them out earlier).
     bound: Vec<(Buf, Option<(u64, u64)>)>,
+}
+
+/// A dispatch's compiled kernel: a wgpu pipeline, or the harness's build of its MSL.
+enum Pipeline {
+    Wgpu(wgpu::ComputePipeline),
+    Emu(std::sync::Arc<super::msl_emu::EmuKernel>),
+}
+
+impl Pipeline {
+    fn wgpu(&self) -> Result<&wgpu::ComputePipeline, GpuError> {
+        match self {
+            Pipeline::Wgpu(p) => Ok(p),
+            Pipeline::Emu(_) => Err(GpuError::Shader { kernel: "recorder".into(), message: "a harness kernel has no wgpu pipeline".into() }),
+        }
+    }
 }
 
 /// Collects dispatches; `submit` writes every dispatch's parameters in one uniform buffer and encodes them in one compute pass of one command buffer.
@@ -37,7 +52,10 @@ impl<'g> Recorder<'g> {
     /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
     pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
         let t0 = Instant::now();
-        let pipeline = self.gpu.pipeline(key)?;
+        let pipeline = match &self.gpu.emu {
+            Some(emu) => Pipeline::Emu(emu.kernel(key)?),
+            None => Pipeline::Wgpu(self.gpu.pipeline(key)?),
+        };
         let align = (self.gpu.limits.min_uniform_buffer_offset_alignment.max(16) / 4) as usize;
         let start = self.words.len().div_ceil(align) * align;
         self.words.resize(start, 0);
@@ -70,7 +88,7 @@ impl<'g> Recorder<'g> {
             let make = || self.make_bind_group(d, &uniform.buffer);
             let group = if kept {
                 let bound = d.bound.iter().map(|(b, r)| (b.buffer.clone(), *r)).collect();
-                gpu.bind_group(BindKey { pipeline: d.pipeline.clone(), uniform: uniform.buffer.clone(), params: d.params, bound }, make)?
+                gpu.bind_group(BindKey { pipeline: d.pipeline.wgpu()?.clone(), uniform: uniform.buffer.clone(), params: d.params, bound }, make)?
             } else {
                 make()?
             };
@@ -96,7 +114,7 @@ impl<'g> Recorder<'g> {
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
         }
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.get_bind_group_layout(0), entries: &entries });
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.wgpu()?.get_bind_group_layout(0), entries: &entries });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(GpuError::Shader { kernel: format!("{}/{}", d.kernel, d.variant), message: e.to_string() });
         }
@@ -124,6 +142,15 @@ impl<'g> Recorder<'g> {
     /// Encodes and submits everything recorded without waiting; the device time is read from the result after a later wait.
     pub fn submit_async(self) -> Result<Submitted<'g>, GpuError> {
         let gpu = self.gpu;
+        if let Some(emu) = &gpu.emu {
+            for d in &self.dispatches {
+                let Pipeline::Emu(k) = &d.pipeline else { continue };
+                let (start, len) = ((d.params.0 / 4) as usize, (d.params.1 / 4) as usize);
+                let params: Vec<u8> = self.words[start..start + len].iter().flat_map(|w| w.to_le_bytes()).collect();
+                emu.run(gpu, k, d.kernel, params, &d.bound, d.groups)?;
+            }
+            return Ok(Submitted { gpu, stamps: None, _uniform: None });
+        }
         let (groups, uniform) = self.bind_groups()?;
         let t0 = Instant::now();
         let stamps = gpu.has_timestamps().then(|| {
@@ -142,7 +169,7 @@ impl<'g> Recorder<'g> {
             });
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes });
             for (d, g) in self.dispatches.iter().zip(&groups) {
-                pass.set_pipeline(&d.pipeline);
+                pass.set_pipeline(d.pipeline.wgpu()?);
                 pass.set_bind_group(0, g, &[]);
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
@@ -160,13 +187,13 @@ impl<'g> Recorder<'g> {
             (staging, rx)
         });
         add_since(&gpu.host.submit, t0);
-        Ok(Submitted { gpu, stamps, _uniform: uniform })
+        Ok(Submitted { gpu, stamps, _uniform: Some(uniform) })
     }
 
     /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).
     pub fn submit_profiled(self) -> Result<Vec<(&'static str, f64)>, GpuError> {
         let gpu = self.gpu;
-        if !gpu.has_timestamps() {
+        if !gpu.has_timestamps() || gpu.emu.is_some() {
             self.submit()?;
             return Ok(Vec::new());
         }
@@ -190,7 +217,7 @@ impl<'g> Recorder<'g> {
                     end_of_pass_write_index: Some(2 * i as u32 + 1),
                 };
                 let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: Some(timestamp_writes) });
-                pass.set_pipeline(&d.pipeline);
+                pass.set_pipeline(d.pipeline.wgpu()?);
                 pass.set_bind_group(0, g, &[]);
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
@@ -211,7 +238,7 @@ pub struct Submitted<'g> {
     gpu: &'g Gpu,
     stamps: Option<(wgpu::Buffer, std::sync::mpsc::Receiver<bool>)>,
     /// The parameters' uniform buffer, kept from reuse until the submit is waited for.
-    _uniform: Uniform,
+    _uniform: Option<Uniform>,
 }
 
 impl Submitted<'_> {
