@@ -1,5 +1,5 @@
-//! The MSL harness: every registered WGSL kernel's translation carries the exactness header and builds against the shim; kernels run in the harness give the CPU oracle's bits with subnormals flushed or kept and under shuffled schedules; a barrier some threads skip is refused.
-use lockstep::gpu::msl::{has_header, translate, Translated};
+//! The MSL harness: every registered WGSL kernel's translation carries the exactness header and builds against the shim; kernels run in the harness give the CPU oracle's bits with subnormals flushed or kept and under shuffled schedules; a barrier some threads skip is refused and a missing one shows.
+use lockstep::gpu::msl::{has_header, translate, BufferSlot, Translated, EXACTNESS_HEADER, THREADGROUP_VAR};
 use lockstep::gpu::msl_emu::EmuKernel;
 use lockstep::gpu::{Lang, Shader};
 use lockstep::kernels::ops::{rmsnorm, RmsNorm};
@@ -65,4 +65,35 @@ fn rmsnorm_in_the_harness_gives_the_oracle_bits_flushed_or_not_under_any_schedul
             assert_eq!(differ, 0, "rmsnorm m={m} d={d} bf16={bf16_out} seed={seed} flush={flush}: {differ} of {} values differ", want.len());
         }
     }
+}
+
+/// A hand-written kernel of 64 threads over one output buffer, with `body` between the threadgroup array's fill and the output's write.
+fn planted(body: &str) -> EmuKernel {
+    let source = format!(
+        "#include <metal_stdlib>\n{EXACTNESS_HEADER}{THREADGROUP_VAR}using metal::uint;\nkernel void planted_(\n  uint lid [[thread_index_in_threadgroup]]\n, device uint* out [[buffer(1)]]\n) {{\n    LS_THREADGROUP_VAR uint s[64];\n    s[lid] = lid * 3u + 1u;\n{body}\n    out[lid] = s[63u - lid];\n}}\n"
+    );
+    let t = Translated { source, entry: "planted_".into(), workgroup: [64, 1, 1], buffers: vec![BufferSlot { binding: 1, slot: 1, mutable: true }], sizes_slot: 2, sized: vec![] };
+    EmuKernel::build(&t).expect("build the planted kernel")
+}
+
+fn run_planted(k: &EmuKernel, seed: u64) -> Result<Vec<u8>, String> {
+    let mut bufs = vec![vec![0u8; 16], vec![0u8; 256]];
+    let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    k.launch(&mut views, [2, 1, 1], seed, false).map_err(|e| e.to_string())?;
+    Ok(bufs.swap_remove(1))
+}
+
+#[test]
+fn a_barrier_some_threads_skip_is_refused_and_a_missing_barrier_shows_as_schedules_that_differ() {
+    let good = planted("    metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup);");
+    let want: Vec<u8> = (0..64u32).flat_map(|l| ((63 - l) * 3 + 1).to_le_bytes()).collect();
+    for seed in [1, 2, 3] {
+        assert_eq!(run_planted(&good, seed).expect("a barrier every thread reaches"), want, "seed {seed}");
+    }
+    let skipped = planted("    if (lid < 32u) { metal::threadgroup_barrier(metal::mem_flags::mem_threadgroup); }");
+    let err = run_planted(&skipped, 1).expect_err("a barrier only half the threads reach");
+    assert!(err.contains("ended while") && err.contains("wait at a barrier"), "{err}");
+    let racy = planted("");
+    let outs: std::collections::HashSet<Vec<u8>> = (0..8).map(|seed| run_planted(&racy, seed).expect("runs")).collect();
+    assert!(outs.len() > 1, "without the barrier, shuffled schedules give different bytes");
 }

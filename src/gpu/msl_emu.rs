@@ -60,8 +60,11 @@ pub fn launcher(t: &Translated) -> Result<String, EmuError> {
         let ty = decl.rsplit_once(' ').map_or("", |(ty, _)| ty).trim();
         let arg = if let Some(n) = attr.strip_prefix("buffer(").and_then(|r| r.strip_suffix(')')) {
             let ty = ty.replace("device ", "").replace("constant ", "");
-            let ty = ty.trim().trim_end_matches('&').trim();
-            format!("*reinterpret_cast<{ty}*>(ls_bufs[{n}])")
+            let ty = ty.trim();
+            match ty.strip_suffix('&') {
+                Some(r) => format!("*reinterpret_cast<{}*>(ls_bufs[{n}])", r.trim()),
+                None => format!("reinterpret_cast<{ty}>(ls_bufs[{n}])"),
+            }
         } else {
             match attr {
                 "thread_index_in_threadgroup" => "t->index".to_string(),
