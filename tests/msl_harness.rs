@@ -1,4 +1,7 @@
 //! The MSL harness: every registered WGSL kernel's translation carries the exactness header and builds against the shim; kernels run in the harness give the CPU oracle's bits with subnormals flushed or kept and under shuffled schedules; a barrier some threads skip is refused and a missing one shows.
+mod cli_support;
+
+use cli_support::{lockstep, tiny_model};
 use lockstep::gpu::msl::{has_header, translate, BufferSlot, Translated, EXACTNESS_HEADER, THREADGROUP_VAR};
 use lockstep::gpu::msl_emu::EmuKernel;
 use lockstep::gpu::{Lang, Shader};
@@ -96,4 +99,46 @@ fn a_barrier_some_threads_skip_is_refused_and_a_missing_barrier_shows_as_schedul
     let racy = planted("");
     let outs: std::collections::HashSet<Vec<u8>> = (0..8).map(|seed| run_planted(&racy, seed).expect("runs")).collect();
     assert!(outs.len() > 1, "without the barrier, shuffled schedules give different bytes");
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = lockstep(args);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "lockstep {args:?} failed:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+#[test]
+fn the_contract_on_metal_emu_passes_the_attention_kernels_with_their_controls_red() {
+    let out = stdout_of(&["contract", "--device", "metal-emu", "--only", "attention"]);
+    println!("{out}");
+    assert!(out.contains("device=\"metal-emu") && out.contains("2 pass gates 1-4, 0 fail") && out.contains(", 0 missed"), "{out}");
+    for line in out.lines().filter(|l| l.starts_with("ok ")) {
+        let red: usize = line.split("controls=").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(red >= 3, "fewer than 3 controls red: {line}");
+    }
+    assert!(out.contains("edges: subnormals flushed"), "the harness flushes as Apple GPUs do: {out}");
+}
+
+#[test]
+fn the_tiny_model_on_metal_emu_equals_the_cpu_oracle_stage_by_stage_for_text_and_an_image() {
+    let dir = tiny_model("msl", "diff", "7");
+    let d = dir.0.to_str().expect("utf-8");
+    let png = dir.0.join("picture.png");
+    let mut s = 0x51u64;
+    let px: Vec<u8> = (0..90 * 61 * 3).map(|_| {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (s >> 56) as u8
+    }).collect();
+    image::RgbImage::from_raw(90, 61, px).expect("pixels").save(&png).expect("write png");
+    let p = png.to_str().expect("utf-8");
+    let text = stdout_of(&["diff", "--a", "cpu", "--b", "metal-emu", "--model", d, "--prompt", "The quick brown fox jumps over the lazy dog", "--max-tokens", "3", "--prefill-chunk", "5"]);
+    assert!(text.contains("stages equal") && text.contains("b=metal-emu"), "{text}");
+    let image = stdout_of(&["diff", "--a", "cpu", "--b", "metal-emu", "--model", d, "--chat", "--prompt", "What is in this picture?", "--image", p, "--max-tokens", "2", "--prefill-chunk", "9"]);
+    assert!(image.contains("stages equal"), "{image}");
+    let sha = |device: &str, t: &str| stdout_of(&["run", "--model", d, "--chat", "--prompt", "What is in this picture?", "--image", p, "--max-tokens", "6", "--temperature", t, "--seed", "9", "--device", device]).lines().find_map(|l| l.strip_prefix("token_sha256=").map(str::to_string)).expect("a token hash");
+    for t in ["0", "1"] {
+        assert_eq!(sha("metal-emu", t), sha("cpu", t), "token_sha256 at temperature {t}");
+    }
+    println!("{}{}", text.lines().last().unwrap_or(""), image.lines().last().map(|l| format!("\n{l}")).unwrap_or_default());
 }

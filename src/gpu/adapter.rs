@@ -128,5 +128,6 @@ mod tests {
         assert_eq!(DeviceChoice::parse("2"), DeviceChoice::Index(2));
         assert_eq!(DeviceChoice::parse("vulkan"), DeviceChoice::Name("vulkan".into()));
         assert_eq!(DeviceChoice::parse(""), DeviceChoice::Default);
+        assert_eq!(DeviceChoice::parse("Metal-Emu"), DeviceChoice::MetalEmu);
     }
 }

@@ -113,14 +113,17 @@ impl EmuKernel {
         let hex: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
         let lib = dir.join(format!("{hex}.so"));
         if !lib.is_file() {
-            let src = dir.join(format!("{hex}.cpp"));
+            static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let src = dir.join(format!("{hex}.{}.{n}.cpp", std::process::id()));
             std::fs::write(&src, &unit)?;
-            let tmp = dir.join(format!("{hex}.{}.tmp.so", std::process::id()));
+            let tmp = src.with_extension("tmp.so");
             let out = std::process::Command::new("g++").args(FLAGS).arg("-I").arg(&inc).arg("-x").arg("c++").arg(&src).arg("-o").arg(&tmp).output().map_err(|e| EmuError::Compile { entry: t.entry.clone(), message: format!("running g++: {e}") })?;
             if !out.status.success() {
                 return Err(EmuError::Compile { entry: t.entry.clone(), message: String::from_utf8_lossy(&out.stderr).lines().take(20).collect::<Vec<_>>().join("\n") });
             }
             std::fs::rename(&tmp, &lib)?;
+            let _ = std::fs::remove_file(&src);
         }
         let path = CString::new(lib.to_string_lossy().as_bytes()).map_err(|_| EmuError::Load(lib.display().to_string()))?;
         // SAFETY: dlopen and dlsym take NUL-terminated strings; the library stays loaded for the process's life.
