@@ -103,12 +103,7 @@ fn diff_with_an_image_finds_the_tower_and_the_span_equal_and_names_a_planted_dif
     let dir = model_dir("diff-image");
     let d = dir.0.to_str().expect("utf-8");
     let png = dir.0.join("picture.png");
-    let mut s = 0x51u64;
-    let px: Vec<u8> = (0..150 * 97 * 3).map(|_| {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (s >> 56) as u8
-    }).collect();
-    image::RgbImage::from_raw(150, 97, px).expect("pixels").save(&png).expect("write png");
+    cli_support::noise_rgb(150, 97, 0x51).save(&png).expect("write png");
     let p = png.to_str().expect("utf-8");
     let base = ["diff", "--a", "cpu", "--b", "gpu", "--model", d, "--prompt", PROMPT, "--image", p, "--max-tokens", "2", "--prefill-chunk", "9"];
     let out = lockstep(&base);

@@ -125,12 +125,7 @@ fn the_tiny_model_on_metal_emu_equals_the_cpu_oracle_stage_by_stage_for_text_and
     let dir = tiny_model("msl", "diff", "7");
     let d = dir.0.to_str().expect("utf-8");
     let png = dir.0.join("picture.png");
-    let mut s = 0x51u64;
-    let px: Vec<u8> = (0..90 * 61 * 3).map(|_| {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (s >> 56) as u8
-    }).collect();
-    image::RgbImage::from_raw(90, 61, px).expect("pixels").save(&png).expect("write png");
+    cli_support::noise_rgb(90, 61, 0x51).save(&png).expect("write png");
     let p = png.to_str().expect("utf-8");
     let text = stdout_of(&["diff", "--a", "cpu", "--b", "metal-emu", "--model", d, "--prompt", "The quick brown fox jumps over the lazy dog", "--max-tokens", "3", "--prefill-chunk", "5"]);
     assert!(text.contains("stages equal") && text.contains("b=metal-emu"), "{text}");

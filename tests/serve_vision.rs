@@ -21,17 +21,6 @@ struct Fixture {
     big: PathBuf,
 }
 
-fn noise(w: u32, h: u32, seed: u64) -> image::RgbImage {
-    let mut s = seed;
-    let px: Vec<u8> = (0..w * h * 3)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (s >> 56) as u8
-        })
-        .collect();
-    image::RgbImage::from_raw(w, h, px).expect("pixels")
-}
-
 fn fixture(tag: &str) -> Fixture {
     let dir = tiny_model("serve-vision", tag, "7");
     let model = dir.0.join("m");
@@ -42,13 +31,13 @@ fn fixture(tag: &str) -> Fixture {
         }
     }
     let at = |n: &str| dir.0.join(n);
-    let a = noise(90, 61, 0x51);
+    let a = cli_support::noise_rgb(90, 61, 0x51);
     a.save(at("a.png")).unwrap();
     let mut webp = Vec::new();
     image::codecs::webp::WebPEncoder::new_lossless(&mut webp).encode(a.as_raw(), 90, 61, image::ExtendedColorType::Rgb8).unwrap();
     std::fs::write(at("a.webp"), webp).unwrap();
-    noise(90, 61, 0x77).save(at("b.png")).unwrap();
-    noise(120, 100, 0x99).save(at("c.png")).unwrap();
+    cli_support::noise_rgb(90, 61, 0x77).save(at("b.png")).unwrap();
+    cli_support::noise_rgb(120, 100, 0x99).save(at("c.png")).unwrap();
     image::RgbImage::from_pixel(200, 100, image::Rgb([10, 200, 30])).save(at("big.png")).unwrap();
     Fixture { model, a_png: at("a.png"), a_webp: at("a.webp"), b_png: at("b.png"), c_png: at("c.png"), big: at("big.png"), _dir: dir }
 }

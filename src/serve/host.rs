@@ -371,9 +371,9 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
         drop(logits);
         for i in 0..self.lanes.len() {
-            if !self.lanes[i].prefilling() && !self.lanes[i].images.is_empty() {
-                let mut images = std::mem::take(&mut self.lanes[i].images);
-                images.drain(..).for_each(|p| drop(self.engine.remove_image(p.image)));
+            if !self.lanes[i].prefilling() {
+                let images = std::mem::take(&mut self.lanes[i].images);
+                super::images::free(&mut self.engine, images);
             }
         }
         // lanes choose their tokens in parallel (each from its own logits and seed), then commit in lane order
@@ -521,9 +521,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
 
     /// Frees a lane's image embeddings.
     fn free_images(&mut self, lane: &mut Lane) {
-        for p in std::mem::take(&mut lane.images) {
-            let _ = self.engine.remove_image(p.image);
-        }
+        super::images::free(&mut self.engine, std::mem::take(&mut lane.images));
     }
 
     /// Frees everything a lane holds in the engine.

@@ -14,12 +14,19 @@ pub fn run_tower<E: Executor>(engine: &mut Engine<'_, '_, E>, job: &mut Job, cac
         match engine.add_image(&input, img.llm_h, img.llm_w, &mut Taps::default()) {
             Ok(id) => placed.push(Placed { image: id, at: img.at, len: img.len }),
             Err(e) => {
-                placed.into_iter().for_each(|p: Placed| drop(engine.remove_image(p.image)));
+                free(engine, placed);
                 return Err(e);
             }
         }
     }
     Ok(placed)
+}
+
+/// Frees placed images' embeddings.
+pub fn free<E: Executor>(engine: &mut Engine<'_, '_, E>, placed: Vec<Placed>) {
+    for p in placed {
+        let _ = engine.remove_image(p.image);
+    }
 }
 
 /// Whether a job's image spans lie in its prompt, in order and apart, each with patches for its grid and the length its rows give.

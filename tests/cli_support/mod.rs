@@ -30,3 +30,16 @@ pub fn tiny_model(suite: &str, tag: &str, seed: &str) -> TempDir {
     assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
     dir
 }
+
+/// A `w` x `h` RGB image of seeded noise (the same pixels for the same seed).
+#[allow(dead_code)]
+pub fn noise_rgb(w: u32, h: u32, seed: u64) -> image::RgbImage {
+    let mut s = seed;
+    let px: Vec<u8> = (0..w * h * 3)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 56) as u8
+        })
+        .collect();
+    image::RgbImage::from_raw(w, h, px).expect("pixels")
+}
