@@ -35,9 +35,13 @@ ls_switch:
     .size ls_switch, .-ls_switch
 )");
 
+// Where a fiber waits: not yet started, at a threadgroup barrier, or at a simdgroup exchange.
+enum LsWait : std::uint8_t { LS_START, LS_BARRIER, LS_SIMD };
+
 struct LsThread {
     void* sp;
     bool done;
+    LsWait wait;
     std::uint32_t lx, ly, lz, index;
 };
 
@@ -45,6 +49,8 @@ struct LsSched {
     void* main;
     LsThread* running;
     std::vector<LsThread> threads;
+    // One 16-byte slot per thread for simdgroup shuffles.
+    std::vector<unsigned char> lanes;
 };
 
 // The fibers' stacks, kept between launches so their pages are mapped once.
@@ -55,7 +61,25 @@ static thread_local LsSched* ls_sched = nullptr;
 
 extern "C" void ls_harness_barrier(void) {
     LsThread* t = ls_sched->running;
+    t->wait = LS_BARRIER;
     ls_switch(&t->sp, ls_sched->main);
+}
+
+// A simdgroup exchange point: every lane of the thread's simdgroup arrives before any goes on.
+static void ls_simd_sync(LsThread* t) {
+    t->wait = LS_SIMD;
+    ls_switch(&t->sp, ls_sched->main);
+}
+
+// Lane `lane`'s value of `v` in the calling thread's simdgroup of 32 (an exchange point before and after the read).
+extern "C" void ls_harness_shuffle(const void* v, void* out, std::size_t bytes, std::uint32_t lane) {
+    LsThread* t = ls_sched->running;
+    unsigned char* slots = ls_sched->lanes.data();
+    std::memcpy(slots + 16 * std::size_t(t->index), v, bytes);
+    ls_simd_sync(t);
+    const std::size_t src = std::size_t(t->index & ~31u) + (lane & 31u);
+    std::memcpy(out, slots + 16 * (src < ls_sched->threads.size() ? src : t->index), bytes);
+    ls_simd_sync(t);
 }
 
 // The kernel's body for one thread, written by the generated launcher.
@@ -93,6 +117,7 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
     const std::size_t stack = 256 << 10;
     LsSched s;
     s.threads.resize(n);
+    s.lanes.assign(16 * n, 0);
     if (ls_stacks_bytes < n * stack) {
         std::free(ls_stacks);
         ls_stacks = static_cast<char*>(std::malloc(n * stack));
@@ -116,6 +141,7 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
         for (std::size_t i = 0; i < n; i++) {
             LsThread& t = s.threads[i];
             t.done = false;
+            t.wait = LS_START;
             t.index = std::uint32_t(i);
             t.lx = std::uint32_t(i % size[0]);
             t.ly = std::uint32_t((i / size[0]) % size[1]);
@@ -123,10 +149,29 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
             t.sp = ls_stack(ls_stacks + i * stack, stack);
         }
         std::size_t live = n;
+        std::size_t ended = 0;
         while (live > 0) {
+            // fibers at a simdgroup exchange go on first; threadgroup barriers open only when no fiber is between exchanges
             order.clear();
+            bool simd = false;
+            for (std::size_t i = 0; i < n; i++) simd |= !s.threads[i].done && s.threads[i].wait == LS_SIMD;
             for (std::size_t i = 0; i < n; i++)
-                if (!s.threads[i].done) order.push_back(i);
+                if (!s.threads[i].done && (!simd || s.threads[i].wait == LS_SIMD)) order.push_back(i);
+            if (simd) {
+                for (std::size_t i = 0; i < n && rc == 0; i++) {
+                    const LsThread& t = s.threads[i];
+                    const LsThread& first = s.threads[i & ~std::size_t(31)];
+                    if (!t.done && (t.wait == LS_SIMD) != (first.wait == LS_SIMD && !first.done)) {
+                        std::snprintf(err, errlen, "threadgroup (%u, %u, %u): simdgroup %zu: a shuffle reached by some lanes only", gx, gy, gz, i / 32);
+                        rc = 1;
+                    }
+                }
+                if (rc != 0) break;
+            } else if (ended != 0 && order.size() != 0 && s.threads[order[0]].wait == LS_BARRIER) {
+                std::snprintf(err, errlen, "threadgroup (%u, %u, %u): %zu threads ended while %zu wait at a barrier", gx, gy, gz, ended, order.size());
+                rc = 1;
+                break;
+            }
             for (std::size_t i = order.size(); i > 1; i--) std::swap(order[i - 1], order[ls_next(seed) % i]);
             std::size_t finished = 0;
             for (std::size_t i : order) {
@@ -134,11 +179,16 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
                 ls_switch(&s.main, s.threads[i].sp);
                 finished += s.threads[i].done;
             }
-            if (finished != 0 && finished != order.size()) {
-                std::snprintf(err, errlen, "threadgroup (%u, %u, %u): %zu threads ended while %zu wait at a barrier", gx, gy, gz, finished, order.size() - finished);
-                rc = 1;
-                break;
+            if (!simd && finished != 0 && finished != order.size()) {
+                bool between = false;
+                for (std::size_t i : order) between |= !s.threads[i].done && s.threads[i].wait == LS_SIMD;
+                if (!between) {
+                    std::snprintf(err, errlen, "threadgroup (%u, %u, %u): %zu threads ended while %zu wait at a barrier", gx, gy, gz, finished, order.size() - finished);
+                    rc = 1;
+                    break;
+                }
             }
+            ended += finished;
             live -= finished;
         }
     }

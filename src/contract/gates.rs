@@ -154,6 +154,11 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
         };
         let mut reference_outputs: Vec<Option<Outputs>> = vec![None; runs.len()];
         for (vi, variant) in k.variants().iter().enumerate() {
+            if !gpu.runs(variant.lang()) {
+                println!("n/a  {:<22} {:<7} {:?} runs on Metal and metal-emu only", k.name(), variant.name, variant.lang());
+                summary.not_run.push(format!("{}/{}", k.name(), variant.name));
+                continue;
+            }
             let mut line = KernelLine::new(k.name(), variant.name);
             line.limit_problems = summary.check_limits(gpu, k.footprint(variant));
             let t = Instant::now();

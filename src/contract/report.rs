@@ -79,17 +79,20 @@ pub struct Summary {
     /// The edge probe's line (`EdgeProbe`), or `n/a` on the CPU oracle.
     pub edges: String,
     pub lines: Vec<KernelLine>,
+    /// Variants this device cannot run (MSL off Metal), as `kernel/variant`.
+    pub not_run: Vec<String>,
     pub hash: Option<String>,
 }
 
 impl Summary {
     pub(crate) fn new(gpu: Option<&Gpu>, seed: u64, fusion: Option<&FusionProbe>) -> Summary {
         let (backend, device) = match gpu {
+            Some(g) if g.is_emulated() => ("metal-emu".to_string(), g.info.name.clone()),
             Some(g) => (format!("{:?}", g.info.backend).to_lowercase(), g.info.name.clone()),
             None => ("cpu".to_string(), "CPU oracle".to_string()),
         };
         let fusion = fusion.map_or("n/a".to_string(), |p| p.to_string());
-        Summary { backend, device, seed, fusion, edges: "n/a".to_string(), lines: Vec::new(), hash: None }
+        Summary { backend, device, seed, fusion, edges: "n/a".to_string(), lines: Vec::new(), not_run: Vec::new(), hash: None }
     }
 
     pub(crate) fn push(&mut self, line: KernelLine) {
@@ -138,7 +141,7 @@ impl fmt::Display for Summary {
         let control_ms: f64 = self.lines.iter().map(|l| l.control_ms).sum();
         write!(
             f,
-            "SUMMARY backend={} device={:?} kernels={} variants={}: {} pass {}, {} fail; controls={}: {} red as planted, {} missed, {} n/a; limit problems={}; fusion: {}; edges: {}; seed={:#x}; gates {:.0} ms, controls {:.0} ms",
+            "SUMMARY backend={} device={:?} kernels={} variants={}: {} pass {}, {} fail; controls={}: {} red as planted, {} missed, {} n/a; limit problems={}; {} MSL variants not run here (Metal and metal-emu run them); fusion: {}; edges: {}; seed={:#x}; gates {:.0} ms, controls {:.0} ms",
             self.backend,
             self.device,
             self.kernel_count(),
@@ -151,6 +154,7 @@ impl fmt::Display for Summary {
             missed,
             na,
             limits,
+            self.not_run.len(),
             self.fusion,
             self.edges,
             self.seed,

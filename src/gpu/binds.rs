@@ -22,6 +22,7 @@ pub(crate) struct BindKey {
     pub pipeline: wgpu::ComputePipeline,
     pub uniform: wgpu::Buffer,
     pub params: (u64, u64),
+    pub sizes: Option<(u32, (u64, u64))>,
     pub bound: Vec<(wgpu::Buffer, Option<(u64, u64)>)>,
 }
 

@@ -10,6 +10,7 @@ mod recorder;
 pub use adapter::{list_adapters, AdapterSummary, DeviceChoice};
 pub use buffer::{Buf, SplitBuf, MAX_BINDING_BYTES};
 pub use pipeline::{Lang, PipelineKey, Shader, WGSL_LIB};
+pub use crate::msl_lib;
 pub use recorder::{Arg, Recorder, Submitted};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,7 +78,9 @@ impl Gpu {
         let instance = adapter::instance();
         let adapter = adapter::choose(&instance, choice)?;
         let mut info = adapter.get_info();
-        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        // on Metal every kernel is passed through as MSL, so Metal's default fast math never compiles one
+        let metal = if adapter.get_info().backend == wgpu::Backend::Metal { wgpu::Features::PASSTHROUGH_SHADERS } else { wgpu::Features::empty() };
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS | metal;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
@@ -90,6 +93,9 @@ impl Gpu {
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc))
             .map_err(|source| GpuError::RequestDevice { adapter: info.name.clone(), source })?;
+        if info.backend == wgpu::Backend::Metal && !features.contains(wgpu::Features::PASSTHROUGH_SHADERS) {
+            return Err(GpuError::NoAdapter(format!("{} (Metal without passthrough shaders: its kernels would compile with fast math)", info.name)));
+        }
         let emu = (*choice == DeviceChoice::MetalEmu).then(msl_emu::EmuDevice::default);
         if emu.is_some() {
             info.name = format!("metal-emu (MSL harness, buffers on {})", info.name);

@@ -158,3 +158,54 @@ pub fn has_header(text: &str) -> bool {
     let Some(at) = text.find(EXACTNESS_HEADER) else { return false };
     text[..at].lines().all(|l| l.starts_with("#include") || l.starts_with("//") || l.trim().is_empty())
 }
+
+/// A hand-written MSL shader as Metal gets it: its text with `constants` as `#define`s after the exactness header, its entry, threadgroup size and buffers read from its signature (`[[max_total_threads_per_threadgroup(N)]]`, one parameter per line, `[[buffer(n)]]` at binding n).
+pub fn hand_written(shader: &Shader, constants: &[(&str, f64)]) -> Result<Translated, MslError> {
+    let err = |stage: &'static str, message: String| MslError { kernel: shader.kernel, variant: shader.variant, stage, message };
+    if shader.lang != Lang::Msl {
+        return Err(err("language", format!("{:?} sources are translated, not passed through", shader.lang)));
+    }
+    let text = shader.source;
+    let at = text.find(EXACTNESS_HEADER).filter(|_| has_header(text)).ok_or_else(|| err("header", "no exactness header before the first declaration".into()))? + EXACTNESS_HEADER.len();
+    let mut defines = String::from(THREADGROUP_VAR);
+    for &(name, v) in constants {
+        let value = if v.fract() == 0.0 && (0.0..4294967296.0).contains(&v) { format!("{}u", v as u64) } else { format!("as_type<float>({}u)", (v as f32).to_bits()) };
+        defines.push_str(&format!("#define {name} {value}\n"));
+    }
+    let source = format!("{}{defines}{}", &text[..at], &text[at..]);
+    let kernels: Vec<(usize, &str)> = source.match_indices("kernel void ").collect();
+    let [(head, _)] = kernels[..] else { return Err(err("entry", format!("{} kernel functions, not one", kernels.len()))) };
+    let open = head + source[head..].find('(').ok_or_else(|| err("entry", "no parameter list".into()))?;
+    let entry = source[head + "kernel void ".len()..open].trim().to_string();
+    let lead = source[..head].trim_end();
+    let threads = lead
+        .strip_suffix(")]]")
+        .and_then(|l| l.rsplit_once("[[max_total_threads_per_threadgroup(").map(|(_, n)| n))
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .ok_or_else(|| err("entry", format!("`{entry}` has no [[max_total_threads_per_threadgroup(N)]]")))?;
+    let close = open + source[open..].find("\n) {").ok_or_else(|| err("entry", "the parameters do not end with a line `) {`".into()))?;
+    let mut buffers = Vec::new();
+    for p in source[open + 1..close].lines().map(|l| l.trim().trim_start_matches(',').trim()).filter(|l| !l.is_empty()) {
+        let Some(n) = p.split_once("[[buffer(").and_then(|(_, r)| r.split_once(")]]")).map(|(n, _)| n) else { continue };
+        let slot = n.trim().parse::<u8>().map_err(|_| err("bindings", format!("`{p}`: buffer index {n}")))?;
+        let mutable = p.starts_with("device ");
+        if !mutable && !p.starts_with("const device ") && !p.starts_with("constant ") {
+            return Err(err("bindings", format!("`{p}`: a buffer is `device`, `const device` or `constant`")));
+        }
+        buffers.push(BufferSlot { binding: u32::from(slot), slot, mutable });
+    }
+    buffers.sort_by_key(|b| b.binding);
+    if buffers.iter().enumerate().any(|(i, b)| b.binding != i as u32) {
+        return Err(err("bindings", format!("buffer indices {:?} are not 0, 1, 2, ... as the layout gives them", buffers.iter().map(|b| b.binding).collect::<Vec<_>>())));
+    }
+    let sizes_slot = buffers.last().map_or(0, |b| b.slot + 1);
+    Ok(Translated { source, entry, workgroup: [threads, 1, 1], buffers, sizes_slot, sized: Vec::new() })
+}
+
+/// The MSL of any registered shader: naga's translation of WGSL, or a hand-written source as given.
+pub fn metal_text(shader: &Shader, constants: &[(&str, f64)]) -> Result<Translated, MslError> {
+    match shader.lang {
+        Lang::Wgsl => translate(shader, constants),
+        Lang::Msl => hand_written(shader, constants),
+    }
+}

@@ -71,6 +71,9 @@ pub fn launcher(t: &Translated) -> Result<String, EmuError> {
                 "thread_position_in_threadgroup" => "metal::uint3(t->lx, t->ly, t->lz)".to_string(),
                 "threadgroup_position_in_grid" => "metal::uint3(gx, gy, gz)".to_string(),
                 "thread_position_in_grid" => format!("metal::uint3(gx * {wx}u + t->lx, gy * {wy}u + t->ly, gz * {wz}u + t->lz)"),
+                "thread_index_in_simdgroup" => "(t->index & 31u)".to_string(),
+                "simdgroup_index_in_threadgroup" => "(t->index >> 5u)".to_string(),
+                "threads_per_simdgroup" => "32u".to_string(),
                 "threads_per_threadgroup" => format!("metal::uint3({wx}u, {wy}u, {wz}u)"),
                 "threadgroups_per_grid" => "metal::uint3(ls_groups[0], ls_groups[1], ls_groups[2])".to_string(),
                 other => return Err(EmuError::Signature(format!("parameter `{p}`: attribute `{other}` is not bound by the harness"))),
@@ -188,7 +191,7 @@ impl EmuDevice {
             return Ok(k.clone());
         }
         let constants: Vec<(&str, f64)> = key.constants.iter().map(|&(n, v)| (n, f64::from_bits(v))).collect();
-        let t = super::msl::translate(&key.shader, &constants).map_err(|e| err(e.to_string()))?;
+        let t = super::msl::metal_text(&key.shader, &constants).map_err(|e| err(e.to_string()))?;
         let k = std::sync::Arc::new(EmuKernel::build(&t).map_err(|e| err(e.to_string()))?);
         self.kernels.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone(), k.clone());
         Ok(k)

@@ -19,6 +19,8 @@ struct Dispatch {
     params: (u64, u64),
     /// The bound buffers and ranges (held until submitted, so no pool hands them out earlier).
     bound: Vec<(Buf, Option<(u64, u64)>)>,
+    /// On Metal, a translated kernel's runtime-array sizes: their binding and their words' range in the uniform arena.
+    sizes: Option<(u32, (u64, u64))>,
 }
 
 /// A dispatch's compiled kernel: a wgpu pipeline, or the harness's build of its MSL.
@@ -52,17 +54,25 @@ impl<'g> Recorder<'g> {
     /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
     pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
         let t0 = Instant::now();
-        let pipeline = match &self.gpu.emu {
-            Some(emu) => Pipeline::Emu(emu.kernel(key)?),
-            None => Pipeline::Wgpu(self.gpu.pipeline(key)?),
+        let (pipeline, sized) = match &self.gpu.emu {
+            Some(emu) => (Pipeline::Emu(emu.kernel(key)?), None),
+            None => {
+                let c = self.gpu.compiled(key)?;
+                (Pipeline::Wgpu(c.pipeline), c.sizes)
+            }
         };
-        let align = (self.gpu.limits.min_uniform_buffer_offset_alignment.max(16) / 4) as usize;
-        let start = self.words.len().div_ceil(align) * align;
-        self.words.resize(start, 0);
-        self.words.push(0);
-        self.words.extend_from_slice(params);
-        let len = (params.len() + 1).div_ceil(4) * 4;
-        self.words.resize(start + len, 0);
+        let mut words = vec![0];
+        words.extend_from_slice(params);
+        let params = self.push_uniform(&words);
+        let sizes = sized.map(|(binding, of)| {
+            let bytes = |b: u32| match args.get(b as usize - 1) {
+                Some(Arg::Whole(buf)) => buf.bytes as u32,
+                Some(Arg::Range(_, _, size)) => *size as u32,
+                None => 0,
+            };
+            let w: Vec<u32> = of.iter().map(|&b| bytes(b)).collect();
+            (binding, self.push_uniform(&w))
+        });
         let bound = args
             .iter()
             .map(|a| match *a {
@@ -70,10 +80,20 @@ impl<'g> Recorder<'g> {
                 Arg::Range(b, offset, size) => (b.clone(), Some((offset, size))),
             })
             .collect();
-        let params = (4 * start as u64, 4 * len as u64);
-        self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, pipeline, groups, params, bound });
+        self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, pipeline, groups, params, bound, sizes });
         add_since(&self.gpu.host.record, t0);
         Ok(())
+    }
+
+    /// Appends `words` to the uniform arena at the device's offset alignment, padded to 16 bytes; their byte range.
+    fn push_uniform(&mut self, words: &[u32]) -> (u64, u64) {
+        let align = (self.gpu.limits.min_uniform_buffer_offset_alignment.max(16) / 4) as usize;
+        let start = self.words.len().div_ceil(align) * align;
+        self.words.resize(start, 0);
+        self.words.extend_from_slice(words);
+        let len = words.len().max(1).div_ceil(4) * 4;
+        self.words.resize(start + len, 0);
+        (4 * start as u64, 4 * len as u64)
     }
 
     /// The bind group of every dispatch over one uniform buffer holding all their parameters (kept bind groups where the uniform buffer is a kept one).
@@ -88,7 +108,7 @@ impl<'g> Recorder<'g> {
             let make = || self.make_bind_group(d, &uniform.buffer);
             let group = if kept {
                 let bound = d.bound.iter().map(|(b, r)| (b.buffer.clone(), *r)).collect();
-                gpu.bind_group(BindKey { pipeline: d.pipeline.wgpu()?.clone(), uniform: uniform.buffer.clone(), params: d.params, bound }, make)?
+                gpu.bind_group(BindKey { pipeline: d.pipeline.wgpu()?.clone(), uniform: uniform.buffer.clone(), params: d.params, sizes: d.sizes, bound }, make)?
             } else {
                 make()?
             };
@@ -112,6 +132,9 @@ impl<'g> Recorder<'g> {
                 Some((offset, size)) => wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: &b.buffer, offset, size: wgpu::BufferSize::new(size) }),
             };
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource });
+        }
+        if let Some((binding, (offset, size))) = d.sizes {
+            entries.push(wgpu::BindGroupEntry { binding, resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: uniform, offset, size: wgpu::BufferSize::new(size) }) });
         }
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(d.kernel), layout: &d.pipeline.wgpu()?.get_bind_group_layout(0), entries: &entries });

@@ -9,6 +9,9 @@ use crate::gpu::{Arg, Gpu, GpuError, PipelineKey, Recorder, Shader};
 use crate::numerics::{act_scale_exp, bf16_from_f32, bf16_to_f32, e2m1_from_f32, e2m1_to_f32, e4m3_from_f32, e4m3_to_f32, math};
 
 pub(crate) const PROBE: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "lib", variant: "ref", source: include_str!("../../../wgsl/lib/probe.wgsl") };
+/// The same probe in MSL over `msl/lib/`, so gate 4 holds the MSL library to the WGSL one bit for bit.
+pub(crate) const PROBE_MSL: Shader = Shader { lang: crate::gpu::Lang::Msl, kernel: "lib", variant: "msl", source: crate::gpu::msl_lib!("msl/lib/probe.metal") };
+const VARIANTS: &[Variant] = &[Variant::new("ref", &[PROBE]), Variant::new("msl", &[PROBE_MSL])];
 const ROW: usize = 1024;
 const CONTROLS: &[Control] = &[
     Control::new(1, "round the result to bf16 (formats: truncate)"),
@@ -106,8 +109,7 @@ impl Kernel for LibFn {
         self.name
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::lib::PROBE])];
-        V
+        VARIANTS
     }
     fn cases(&self, _quick: bool) -> Vec<Case> {
         vec![Case::new("2^20 random", ROW, ROW, 0), Case::new("edges", 1, ROW, 0).edge()]
@@ -142,8 +144,8 @@ impl Kernel for LibFn {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
-        run_probe(gpu, self.id, case.rows * case.n, 1, inputs, control)
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+        run_probe(gpu, variant.shaders[0], self.id, case.rows * case.n, 1, inputs, control)
     }
     fn controls(&self) -> &'static [Control] {
         CONTROLS
@@ -153,12 +155,12 @@ impl Kernel for LibFn {
     }
 }
 
-fn run_probe(gpu: &Gpu, func: u32, n: usize, out_per: usize, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+fn run_probe(gpu: &Gpu, shader: Shader, func: u32, n: usize, out_per: usize, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
     let x = gpu.upload(&inputs.data[0].bytes)?;
     let y = poisoned(gpu, n * out_per)?;
     let groups = (n as u32).div_ceil(64);
     let gx = groups.min(32768);
-    let key = PipelineKey::new(PROBE, &[("FUNC", f64::from(func)), ("CONTROL", f64::from(control))]);
+    let key = PipelineKey::new(shader, &[("FUNC", f64::from(func)), ("CONTROL", f64::from(control))]);
     let mut rec = Recorder::new(gpu);
     rec.dispatch(&key, &[n as u32, gx], &[Arg::Whole(&x), Arg::Whole(&y)], [gx, groups.div_ceil(gx), 1])?;
     rec.submit()?;
@@ -176,8 +178,7 @@ impl Kernel for LibFormats {
         "lib_formats"
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::lib::PROBE])];
-        V
+        VARIANTS
     }
     fn cases(&self, _quick: bool) -> Vec<Case> {
         vec![Case::new("tie classes", 256, 1024, 0), Case::new("random bits", 256, 1024, 1)]
@@ -238,8 +239,8 @@ impl Kernel for LibFormats {
             })
             .collect()
     }
-    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
-        run_probe(gpu, 100, case.rows * case.n, 4, inputs, control)
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+        run_probe(gpu, variant.shaders[0], 100, case.rows * case.n, 4, inputs, control)
     }
     fn controls(&self) -> &'static [Control] {
         CONTROLS
