@@ -104,7 +104,8 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
             None => (&x.buf, None),
         };
         let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &tiles, table: &table };
-        gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, 0)?;
+        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
+        gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, lang, 0)?;
     }
     round_out(ex, y, out, 0)
 }

@@ -59,14 +59,16 @@ enum Path {
     Tiled,
     Grouped,
     GroupedTiled,
+    MslSimd,
+    MslTiled,
 }
 
 impl Path {
-    const ALL: [Path; 5] = [Path::Ref, Path::Gemv, Path::Tiled, Path::Grouped, Path::GroupedTiled];
+    const ALL: [Path; 7] = [Path::Ref, Path::Gemv, Path::Tiled, Path::Grouped, Path::GroupedTiled, Path::MslSimd, Path::MslTiled];
 
-    /// The path of one of `VARIANTS`' entries, by identity.
+    /// The path of one of the formats' variants, by identity.
     fn of(v: &Variant) -> Path {
-        VARIANTS.iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
+        [&BF16_VARIANTS[..], &E4M3_VARIANTS[..], &E2M1_VARIANTS[..]].iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
     }
 
     /// The engine's dense variant, for the plain paths.
@@ -75,33 +77,40 @@ impl Path {
             Path::Ref => Some(GemmVariant::Ref),
             Path::Gemv => Some(GemmVariant::Gemv),
             Path::Tiled => Some(GemmVariant::Tiled),
-            Path::Grouped | Path::GroupedTiled => None,
+            _ => None,
         }
     }
 
     /// Whether a grouped path is the tiled one; `None` for the plain paths.
     fn grouped(self) -> Option<bool> {
         match self {
-            Path::Grouped => Some(false),
-            Path::GroupedTiled => Some(true),
+            Path::Grouped | Path::MslSimd => Some(false),
+            Path::GroupedTiled | Path::MslTiled => Some(true),
             _ => None,
         }
     }
 }
 
-/// Each format's variants: the reference, gemv and tiled dense kernels, and the grouped kernels over a one-entry-per-tile table.
-static VARIANTS: [[Variant; 5]; 3] = {
-    const fn row(f: usize) -> [Variant; 5] {
-        [
-            Variant::new("ref", std::slice::from_ref(&gemm::SHADERS[f][0])),
-            Variant::new("gemv", std::slice::from_ref(&gemm::SHADERS[f][1])),
-            Variant::new("tiled", std::slice::from_ref(&gemm::SHADERS[f][2])),
-            Variant::new("grouped", std::slice::from_ref(&gemm_grouped::SHADERS[0][f])),
-            Variant::new("grouped_tiled", std::slice::from_ref(&gemm_grouped::SHADERS[1][f])),
-        ]
-    }
-    [row(0), row(1), row(2)]
-};
+/// A format's variants: the reference, gemv and tiled dense kernels, and the grouped kernels over a one-entry-per-tile table.
+const fn wgsl_row(f: usize) -> [Variant; 5] {
+    [
+        Variant::new("ref", std::slice::from_ref(&gemm::SHADERS[f][0])),
+        Variant::new("gemv", std::slice::from_ref(&gemm::SHADERS[f][1])),
+        Variant::new("tiled", std::slice::from_ref(&gemm::SHADERS[f][2])),
+        Variant::new("grouped", std::slice::from_ref(&gemm_grouped::SHADERS[0][f])),
+        Variant::new("grouped_tiled", std::slice::from_ref(&gemm_grouped::SHADERS[1][f])),
+    ]
+}
+
+/// The scaled formats' variants: the WGSL ones, then the MSL grouped fast paths.
+const fn msl_row(f: usize) -> [Variant; 7] {
+    let [a, b, c, d, e] = wgsl_row(f);
+    [a, b, c, d, e, Variant::new("msl_simd", std::slice::from_ref(&gemm_grouped::MSL[0][f - 1])), Variant::new("msl_tiled", std::slice::from_ref(&gemm_grouped::MSL[1][f - 1]))]
+}
+
+static BF16_VARIANTS: [Variant; 5] = wgsl_row(0);
+static E4M3_VARIANTS: [Variant; 7] = msl_row(1);
+static E2M1_VARIANTS: [Variant; 7] = msl_row(2);
 
 impl Kernel for GemmKernel {
     fn name(&self) -> &'static str {
@@ -109,11 +118,19 @@ impl Kernel for GemmKernel {
     }
 
     fn variants(&self) -> &'static [Variant] {
-        &VARIANTS[self.fmt as usize]
+        match self.fmt {
+            WeightFormat::Bf16 => &BF16_VARIANTS,
+            WeightFormat::E4m3 => &E4M3_VARIANTS,
+            WeightFormat::E2m1 => &E2M1_VARIANTS,
+        }
     }
 
     fn supports(&self, variant: &Variant, case: &Case) -> bool {
-        Path::of(variant) != Path::Gemv || case.rows <= GEMV_MAX_ROWS
+        match Path::of(variant) {
+            Path::Gemv => case.rows <= GEMV_MAX_ROWS,
+            Path::MslSimd => case.k <= gemm_grouped::SIMD_MAX_K,
+            _ => true,
+        }
     }
 
     fn cases(&self, quick: bool) -> Vec<Case> {
@@ -230,7 +247,8 @@ impl Kernel for GemmKernel {
             let entries = gemm_grouped::tiling(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
             let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
-            gemm_grouped::record_grouped(&mut rec, &a, tiled, control)?;
+            let lang = variant.lang();
+            gemm_grouped::record_grouped(&mut rec, &a, tiled, lang, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
             gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
@@ -249,7 +267,8 @@ impl Kernel for GemmKernel {
         match path {
             Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
-            Path::Gemv | Path::Tiled | Path::GroupedTiled => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
+            Path::MslSimd => Footprint { workgroup_size: 256, workgroup_bytes: 0, bindings },
+            Path::Gemv | Path::Tiled | Path::GroupedTiled | Path::MslTiled => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }
 }

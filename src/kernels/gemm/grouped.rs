@@ -1,6 +1,6 @@
 //! Grouped GEMM: one dispatch over table entries, each a block of x rows times a block of weight rows into a block of output columns (the routed experts: an entry per expert over its packed rows and its rows of the stacked weights).
 use crate::kernels::gemm::{gemm_shader, operands, WeightFormat};
-use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 
 pub(crate) const SHADERS: [[Shader; 3]; 2] = [
@@ -15,6 +15,21 @@ pub(crate) const SHADERS: [[Shader; 3]; 2] = [
         gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "tile"),
     ],
 ];
+
+/// The MSL fast paths for Apple GPUs, e4m3 then e2m1: a simdgroup per column (decode shapes), then 64x64 threadgroup tiles (prefill shapes).
+pub(crate) const MSL: [[Shader; 2]; 2] = [
+    [
+        Shader { lang: Lang::Msl, kernel: "gemm_e4m3", variant: "msl_simd", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e4m3.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_simd.metal") },
+        Shader { lang: Lang::Msl, kernel: "gemm_e2m1", variant: "msl_simd", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e2m1.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_simd.metal") },
+    ],
+    [
+        Shader { lang: Lang::Msl, kernel: "gemm_e4m3", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e4m3.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_tiled.metal") },
+        Shader { lang: Lang::Msl, kernel: "gemm_e2m1", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e2m1.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_tiled.metal") },
+    ],
+];
+
+/// Largest K the simdgroup variant keeps segment sums for (16 stripes of 1024).
+pub const SIMD_MAX_K: usize = 16384;
 
 /// Most rows of one entry of the tiled grouped variant.
 pub const TILE_ROWS: usize = 64;
@@ -64,9 +79,18 @@ pub struct GroupedArgs<'a> {
     pub table: &'a Buf,
 }
 
-/// Records one grouped GEMM, 64x64 tiles when `tiled` (entries of at most `TILE_ROWS` rows) (`control` is 0 outside the contract); nothing when there are no entries.
-pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, control: u32) -> Result<(), GpuError> {
-    let shader = SHADERS[usize::from(tiled)][a.fmt as usize];
+/// The language a grouped GEMM of `fmt` and `k` runs in on a device that does (or does not) take MSL: the MSL fast paths cover e4m3 and e2m1 up to `SIMD_MAX_K`.
+pub fn grouped_lang(native_msl: bool, fmt: WeightFormat, k: usize) -> Lang {
+    if native_msl && fmt != WeightFormat::Bf16 && k <= SIMD_MAX_K { Lang::Msl } else { Lang::Wgsl }
+}
+
+/// Records one grouped GEMM in `lang`, 64x64 tiles when `tiled` (entries of at most `TILE_ROWS` rows) (`control` is 0 outside the contract); nothing when there are no entries.
+pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: Lang, control: u32) -> Result<(), GpuError> {
+    let shader = match (lang, a.fmt) {
+        (Lang::Wgsl, f) => SHADERS[usize::from(tiled)][f as usize],
+        (Lang::Msl, WeightFormat::Bf16) => return Err(GpuError::Shader { kernel: "gemm_bf16/msl".into(), message: "no MSL grouped GEMM for bf16 weights".into() }),
+        (Lang::Msl, f) => MSL[usize::from(tiled)][f as usize - 1],
+    };
     let bad = |message: String| GpuError::Shader { kernel: format!("{}/{}", shader.kernel, shader.variant), message };
     if a.entries.is_empty() {
         return Ok(());
@@ -80,6 +104,15 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, control:
     }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
+    if lang == Lang::Msl && !tiled {
+        if a.k > SIMD_MAX_K {
+            return Err(bad(format!("k {} is over the simdgroup variant's {SIMD_MAX_K}", a.k)));
+        }
+        let groups = [(cols as u32).div_ceil(8), a.entries.len() as u32, 1];
+        let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
+        let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
+        return rec.dispatch(&key, &params, &args(a)?, groups);
+    }
     if tiled {
         let groups = [(cols as u32).div_ceil(64), a.entries.len() as u32, 1];
         let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
