@@ -137,3 +137,26 @@ fn the_tiny_model_on_metal_emu_equals_the_cpu_oracle_stage_by_stage_for_text_and
     }
     println!("{}{}", text.lines().last().unwrap_or(""), image.lines().last().map(|l| format!("\n{l}")).unwrap_or_default());
 }
+
+#[test]
+fn a_reordered_sum_planted_in_the_msl_grouped_gemms_is_caught_against_the_oracle_and_the_unplanted_kernels_match_it() {
+    use lockstep::contract::{Case, Rng};
+    use lockstep::gpu::{DeviceChoice, Gpu};
+    let gpu = Gpu::open(&DeviceChoice::MetalEmu).expect("metal-emu opens");
+    let mut caught = Vec::new();
+    for k in registry::registry().into_iter().filter(|k| ["gemm_e4m3", "gemm_e2m1"].contains(&k.name())) {
+        let case = Case::new("planted 9x40x2336", 9, 40, 2336);
+        let inputs = k.inputs(&case, &mut Rng::new(7));
+        let oracle = k.oracle(&case, &inputs);
+        for v in k.variants().iter().filter(|v| v.lang() == Lang::Msl) {
+            let clean = k.run(&gpu, v, &case, &inputs, 0).expect("run");
+            assert!(clean == oracle, "{}/{}: the unplanted kernel differs from the oracle", k.name(), v.name);
+            let reordered = k.run(&gpu, v, &case, &inputs, 2).expect("run the planted reorder");
+            let differ = reordered[0].iter().zip(&oracle[0]).filter(|(a, b)| a != b).count();
+            assert!(differ > 0, "{}/{}: summing the segments in reverse went unnoticed", k.name(), v.name);
+            caught.push(format!("{}/{} {differ} of {}", k.name(), v.name, oracle[0].len()));
+        }
+    }
+    assert_eq!(caught.len(), 4, "two MSL variants per scaled format: {caught:?}");
+    println!("segments summed in reverse, words differing from the oracle: {}", caught.join(", "));
+}
