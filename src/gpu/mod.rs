@@ -6,11 +6,13 @@ pub mod msl;
 pub mod msl_emu;
 mod pipeline;
 mod recorder;
+mod shader;
 
 pub use adapter::{list_adapters, AdapterSummary, DeviceChoice};
 pub use buffer::{Buf, SplitBuf, MAX_BINDING_BYTES};
-pub use pipeline::{Lang, PipelineKey, Shader, WGSL_LIB};
-pub use crate::msl_lib;
+pub use pipeline::PipelineKey;
+pub use shader::{Lang, Shader, WGSL_LIB};
+pub(crate) use shader::msl_lib;
 pub use recorder::{Arg, Recorder, Submitted};
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,5 +1,5 @@
 //! WGSL kernels as the MSL Metal would be given them: naga's translation (the naga wgpu uses), override constants resolved, buffer slots by binding number, and the exactness header after naga's preamble.
-use super::pipeline::{Lang, Shader, WGSL_LIB};
+use super::shader::{Lang, Shader, WGSL_LIB};
 use naga::back::msl;
 
 /// What every MSL source carries: MSL 3.2 or a refusal, safe math, no contraction.
