@@ -1,6 +1,7 @@
 //! The GPU executor's ops on the hc, engram, rope, qat, compressor, indexer, attention and router kernel families.
 use crate::exec::gpu::{GpuExecutor, GpuTensor};
 use crate::exec::gpu::ops::values;
+use crate::gpu::Lang;
 use crate::kernels::attention::{self, AttnDims};
 use crate::kernels::{compressor, engram, hc, indexer, moe, qat as qat_op, rope as rope_op};
 use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
@@ -150,7 +151,8 @@ pub(super) fn sparse_attention(ex: &mut GpuExecutor, q: &GpuTensor, a: &AttnInpu
     };
     let o = ex.out(q.rows, q.cols)?;
     let d = AttnDims { rows: q.rows, heads, dim: hd, start: a.start, window: a.window, topk, scale: a.scale, block: if a.block { a.kv.rows } else { 0 } };
-    attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, 0)?;
+    let lang = if ex.gpu.native_msl() { Lang::Msl } else { Lang::Wgsl };
+    attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, lang, 0)?;
     Ok(o)
 }
 

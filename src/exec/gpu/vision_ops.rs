@@ -2,6 +2,7 @@
 use crate::exec::gpu::ops::values;
 use crate::exec::gpu::{GpuExecutor, GpuTensor};
 use crate::exec::{shapes, ExecError, Out};
+use crate::gpu::Lang;
 use crate::kernels::vision::{self, RowOp, Unfold, VitDims};
 
 /// `x + module.bias` on every row.
@@ -40,6 +41,7 @@ pub(super) fn vit_attention(ex: &mut GpuExecutor, q: &GpuTensor, k: &GpuTensor, 
     let dim = q.cols / heads;
     let d = VitDims { rows: q.rows, keys: k.rows, heads, dim, scale: (1.0 / (dim as f64).sqrt()) as f32 };
     let y = ex.out(q.rows, q.cols)?;
-    vision::record_vit_attention(&mut ex.rec, &q.buf, &k.buf, &v.buf, &y.buf, &d, 0)?;
+    let lang = if ex.gpu.native_msl() { Lang::Msl } else { Lang::Wgsl };
+    vision::record_vit_attention(&mut ex.rec, &q.buf, &k.buf, &v.buf, &y.buf, &d, lang, 0)?;
     Ok(y)
 }

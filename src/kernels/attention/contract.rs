@@ -2,7 +2,7 @@
 use crate::kernels::attention::{self, AttnDims};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, TERM, U};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
-use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::gpu::{Gpu, GpuError, Lang, Recorder};
 use crate::numerics::round_bf16;
 
 static SPARSE_ATTENTION: SparseAttentionKernel = SparseAttentionKernel;
@@ -87,7 +87,7 @@ impl Kernel for SparseAttentionKernel {
         "sparse_attention"
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::attention::SPARSE_ATTENTION])];
+        const V: &[Variant] = &[Variant::new("ref", &[attention::SPARSE_ATTENTION]), Variant::new("msl_simd", &[attention::SPARSE_ATTENTION_MSL])];
         V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
@@ -178,7 +178,7 @@ impl Kernel for SparseAttentionKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let sh = shape(case);
         let (start, kv, ring) = call_state(case, inputs);
         let up = |v: &[u8]| gpu.upload(v);
@@ -188,7 +188,7 @@ impl Kernel for SparseAttentionKernel {
         let o = poisoned(gpu, words_out)?;
         let d = AttnDims { rows: case.rows, heads: sh.heads, dim: sh.dim, start, window: sh.window, topk: sh.topk, scale: scale_of(sh), block: sh.block };
         let mut rec = Recorder::new(gpu);
-        attention::record_sparse_attention(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, control)?;
+        attention::record_sparse_attention(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, variant.lang(), control)?;
         rec.submit()?;
         read_outputs(gpu, &[(&o, words_out)])
     }
@@ -205,8 +205,9 @@ impl Kernel for SparseAttentionKernel {
             KEEP_SUBNORMALS,
         ] }
     }
-    fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 256, workgroup_bytes: 4096 + 4096 + 1024 + 1024 + 8, bindings: 7 }
+    fn footprint(&self, variant: &Variant) -> Footprint {
+        let workgroup_bytes = if variant.lang() == Lang::Msl { 4096 + 4096 + 1024 + 32 + 8 } else { 4096 + 4096 + 1024 + 1024 + 8 };
+        Footprint { workgroup_size: 256, workgroup_bytes, bindings: 7 }
     }
 }
 

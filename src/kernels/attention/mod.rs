@@ -1,5 +1,5 @@
 //! Sparse attention with sink, oracle (spec 2.5): one query row over its window rows then its selected compressed rows.
-use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 pub mod contract;
 use crate::numerics::edge::{max, mul_term, sub};
@@ -9,6 +9,9 @@ use crate::numerics::sum::canonical_sum;
 
 /// The sparse attention kernel (a workgroup per row and head).
 pub(crate) const SPARSE_ATTENTION: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "sparse_attention", variant: "ref", source: include_str!("../../../wgsl/attention/attention.wgsl") };
+
+/// The MSL fast path for Apple GPUs: scores by simdgroups, the same bits.
+pub(crate) const SPARSE_ATTENTION_MSL: Shader = Shader { lang: Lang::Msl, kernel: "sparse_attention", variant: "msl_simd", source: crate::gpu::msl_lib!("msl/attention/score.metal", "msl/attention/sparse_simd.metal") };
 
 /// Most keys one query row may attend to (window plus selection width): the kernel's workgroup key list.
 pub const MAX_KEYS: usize = 1024;
@@ -34,15 +37,16 @@ pub struct AttnDims {
     pub block: usize,
 }
 
-/// Records sparse attention with sink: q [rows, heads*dim], kv [rows, dim] (this call's window rows, row i at position start+i; with a block, [block, dim] keys at positions start..), ring [window, dim] (slot = position mod window, before this call), comp [N, dim] compressed rows and sel [rows, topk] f32 indices into comp (ascending, -1 none; both ignored when topk = 0, any buffers may be passed), sink [heads], out o [rows, heads*dim] (bf16 values as f32).
+/// Records sparse attention with sink in `lang` (the reference WGSL or the MSL fast path): q [rows, heads*dim], kv [rows, dim] (this call's window rows, row i at position start+i; with a block, [block, dim] keys at positions start..), ring [window, dim] (slot = position mod window, before this call), comp [N, dim] compressed rows and sel [rows, topk] f32 indices into comp (ascending, -1 none; both ignored when topk = 0, any buffers may be passed), sink [heads], out o [rows, heads*dim] (bf16 values as f32).
 #[allow(clippy::too_many_arguments)]
-pub fn record_sparse_attention(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Buf, sel: &Buf, sink: &Buf, o: &Buf, d: &AttnDims, control: u32) -> Result<(), GpuError> {
+pub fn record_sparse_attention(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Buf, sel: &Buf, sink: &Buf, o: &Buf, d: &AttnDims, lang: Lang, control: u32) -> Result<(), GpuError> {
+    let shader = if lang == Lang::Msl { SPARSE_ATTENTION_MSL } else { SPARSE_ATTENTION };
     let ok = d.window > 0 && d.window + d.topk.max(d.block) <= MAX_KEYS && (d.block == 0 || d.topk == 0) && d.dim > 0 && d.dim <= 8192 && d.heads > 0 && d.heads <= 65535 && d.start + d.rows < (1 << 30);
     if !ok {
         let message = format!("{d:?}: needs 0 < window, window + topk (or block) <= {MAX_KEYS}, no selection with a block, 0 < dim <= 8192, 0 < heads <= 65535");
-        return Err(GpuError::Shader { kernel: "sparse_attention/ref".into(), message });
+        return Err(GpuError::Shader { kernel: format!("sparse_attention/{}", shader.variant), message });
     }
-    let key = PipelineKey::new(SPARSE_ATTENTION, &[("CONTROL", f64::from(control))]);
+    let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
     let args = [Arg::Whole(q), Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(sink), Arg::Whole(o)];
     for row0 in (0..d.rows).step_by(65535) {
         let n = (d.rows - row0).min(65535);

@@ -1,6 +1,6 @@
 //! Contract registration of the vision tower's bidirectional attention (`case.n` = keys, `case.k` = heads | dim << 16).
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
-use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::gpu::{Gpu, GpuError, Lang, Recorder};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, TERM, U};
 use crate::kernels::vision::{self, VitDims};
 use crate::numerics::round_bf16;
@@ -25,7 +25,7 @@ impl Kernel for VitAttentionKernel {
         "vit_attention"
     }
     fn variants(&self) -> &'static [Variant] {
-        const { &[Variant::new("ref", &[vision::VIT_ATTENTION])] }
+        const { &[Variant::new("ref", &[vision::VIT_ATTENTION]), Variant::new("msl_simd", &[vision::VIT_ATTENTION_MSL])] }
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         vec![
@@ -84,13 +84,13 @@ impl Kernel for VitAttentionKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let d = dims(case);
         let (q, k, v) = (gpu.upload(&inputs.data[0].bytes)?, gpu.upload(&inputs.data[1].bytes)?, gpu.upload(&inputs.data[2].bytes)?);
         let n = d.rows * d.heads * d.dim;
         let o = poisoned(gpu, n)?;
         let mut rec = Recorder::new(gpu);
-        vision::record_vit_attention(&mut rec, &q, &k, &v, &o, &d, control)?;
+        vision::record_vit_attention(&mut rec, &q, &k, &v, &o, &d, variant.lang(), control)?;
         rec.submit()?;
         read_outputs(gpu, &[(&o, n)])
     }
@@ -105,8 +105,9 @@ impl Kernel for VitAttentionKernel {
             KEEP_SUBNORMALS,
         ] }
     }
-    fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 256, workgroup_bytes: 1024 * 3 + 8192, bindings: 4 }
+    fn footprint(&self, variant: &Variant) -> Footprint {
+        let workgroup_bytes = if variant.lang() == Lang::Msl { 1024 * 2 + 32 + 8192 } else { 1024 * 3 + 8192 };
+        Footprint { workgroup_size: 256, workgroup_bytes, bindings: 4 }
     }
 }
 

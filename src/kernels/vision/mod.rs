@@ -2,7 +2,7 @@
 pub mod attention_contract;
 pub mod contract;
 
-use crate::gpu::{Arg, Buf, GpuError, PipelineKey, Recorder, Shader};
+use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 use crate::kernels::dispatch::{bad_shape, grid64, key};
 use crate::numerics::edge::{add, max, mul_term, sub};
 use crate::numerics::math::{div, erf, exp, mul_rn};
@@ -18,6 +18,8 @@ pub(crate) const ROW_OPS: [Shader; 2] = [
 pub(crate) const UNFOLD: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "unfold_cells", variant: "ref", source: include_str!("../../../wgsl/vision/unfold.wgsl") };
 /// Bidirectional attention over one image (a workgroup per row and head).
 pub(crate) const VIT_ATTENTION: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "vit_attention", variant: "ref", source: include_str!("../../../wgsl/vision/vit_attention.wgsl") };
+/// The MSL fast path for Apple GPUs: scores by simdgroups, the same bits.
+pub(crate) const VIT_ATTENTION_MSL: Shader = Shader { lang: Lang::Msl, kernel: "vit_attention", variant: "msl_simd", source: crate::gpu::msl_lib!("msl/attention/score.metal", "msl/attention/vit_simd.metal") };
 
 /// `1/sqrt(2)` rounded once from f64.
 pub const INV_SQRT2: f32 = std::f64::consts::FRAC_1_SQRT_2 as f32;
@@ -129,12 +131,13 @@ pub struct VitDims {
     pub scale: f32,
 }
 
-/// Records attention of q [rows, heads*dim] over k, v [keys, heads*dim] into o [rows, heads*dim] (bf16 values), every query seeing every key.
-pub fn record_vit_attention(rec: &mut Recorder, q: &Buf, k: &Buf, v: &Buf, o: &Buf, d: &VitDims, control: u32) -> Result<(), GpuError> {
+/// Records attention of q [rows, heads*dim] over k, v [keys, heads*dim] into o [rows, heads*dim] (bf16 values), every query seeing every key, in `lang` (the reference WGSL or the MSL fast path).
+#[allow(clippy::too_many_arguments)]
+pub fn record_vit_attention(rec: &mut Recorder, q: &Buf, k: &Buf, v: &Buf, o: &Buf, d: &VitDims, lang: Lang, control: u32) -> Result<(), GpuError> {
     if d.dim == 0 || d.dim > MAX_HEAD_DIM || d.heads == 0 || d.heads > 65535 || d.keys == 0 {
         return Err(bad_shape("vit_attention", format!("{d:?}: needs 0 < dim <= {MAX_HEAD_DIM}, 0 < heads <= 65535, keys > 0")));
     }
-    let key = PipelineKey::new(VIT_ATTENTION, &[("CONTROL", f64::from(control))]);
+    let key = PipelineKey::new(if lang == Lang::Msl { VIT_ATTENTION_MSL } else { VIT_ATTENTION }, &[("CONTROL", f64::from(control))]);
     let args = [Arg::Whole(q), Arg::Whole(k), Arg::Whole(v), Arg::Whole(o)];
     for row0 in (0..d.rows).step_by(65535) {
         let n = (d.rows - row0).min(65535);
