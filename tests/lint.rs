@@ -141,7 +141,7 @@ fn each_file(dir: &Path, f: &mut dyn FnMut(&Path)) {
 }
 
 /// Built-ins MSL sources must not call (rule N5 and hardware-ordered reductions), as written in source text.
-const MSL_BANNED: &[&str] = &["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "fast::", "dot("];
+const MSL_BANNED: &[&str] = &["exp(", "exp2(", "log(", "log2(", "sqrt(", "rsqrt(", "pow(", "tanh(", "simd_sum", "simd_prefix", "simd_product", "simd_max", "simd_min", "simdgroup_multiply_accumulate", "fast::", "dot("];
 
 /// The banned built-ins in one MSL source, outside `//` comments, as whole names (`ls_exp(` and `act_scale_exp(` are other functions).
 fn msl_banned(text: &str) -> Vec<&'static str> {
@@ -231,13 +231,13 @@ fn the_msl_lint_catches_a_planted_banned_builtin_and_refuses_an_absent_folder() 
     std::fs::write(dir.join("clean.metal"), format!("#include <metal_stdlib>\n{header}// exp( in a comment is fine\nfloat f(float x) {{ return ls_exp(x); }}\n")).expect("write");
     assert_eq!(lint_msl_dir(&dir), Ok(vec![]), "a clean source passes");
     // one planted call per banned class: transcendentals, roots, hardware-ordered reductions, fast math, dot products
-    for (i, call) in ["exp(x)", "sqrt(x)", "simd_sum(x)", "fast::sin(x)", "dot(x, x)"].iter().enumerate() {
+    for (i, call) in ["exp(x)", "sqrt(x)", "simd_sum(x)", "fast::sin(x)", "dot(x, x)", "simdgroup_multiply_accumulate(d, a, b, c)"].iter().enumerate() {
         std::fs::write(dir.join(format!("attention/planted{i}.metal")), format!("{header}float f(float x) {{ return {call}; }}\n")).expect("write");
     }
     std::fs::write(dir.join("attention/headless.metal"), "float f(float x) { return x; }\n").expect("write");
     let found = lint_msl_dir(&dir).expect("the folder exists");
     std::fs::remove_dir_all(&dir).ok();
-    for (i, bad) in ["exp(", "sqrt(", "simd_sum", "fast::", "dot("].iter().enumerate() {
+    for (i, bad) in ["exp(", "sqrt(", "simd_sum", "fast::", "dot(", "simdgroup_multiply_accumulate"].iter().enumerate() {
         assert!(found.iter().any(|f| f.ends_with(&format!("planted{i}.metal uses {bad}"))), "the planted {bad} is caught: {found:?}");
     }
     assert!(found.iter().any(|f| f.ends_with("headless.metal lacks the exactness header")), "a missing header is caught: {found:?}");

@@ -109,10 +109,13 @@ fn stdout_of(args: &[&str]) -> String {
 }
 
 #[test]
-fn the_contract_on_metal_emu_passes_the_attention_kernels_with_their_controls_red() {
-    let out = stdout_of(&["contract", "--device", "metal-emu", "--only", "attention"]);
+fn the_contract_on_metal_emu_passes_the_attention_kernels_and_their_msl_variants_with_their_controls_red() {
+    let out = stdout_of(&["contract", "--device", "metal-emu", "--only", "attention", "--quick"]);
     println!("{out}");
-    assert!(out.contains("device=\"metal-emu") && out.contains("2 pass gates 1-4, 0 fail") && out.contains(", 0 missed"), "{out}");
+    assert!(out.contains("device=\"metal-emu") && out.contains("4 pass gates 1-4, 0 fail") && out.contains(", 0 missed"), "{out}");
+    for v in ["sparse_attention       msl_simd", "vit_attention          msl_simd"] {
+        assert!(out.lines().any(|l| l.starts_with("ok ") && l.contains(v)), "{v} ran and passed: {out}");
+    }
     for line in out.lines().filter(|l| l.starts_with("ok ")) {
         let red: usize = line.split("controls=").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
         assert!(red >= 3, "fewer than 3 controls red: {line}");
@@ -139,12 +142,12 @@ fn the_tiny_model_on_metal_emu_equals_the_cpu_oracle_stage_by_stage_for_text_and
 }
 
 #[test]
-fn a_reordered_sum_planted_in_the_msl_grouped_gemms_is_caught_against_the_oracle_and_the_unplanted_kernels_match_it() {
+fn a_reordered_sum_planted_in_the_msl_gemms_is_caught_against_the_oracle_and_the_unplanted_kernels_match_it() {
     use lockstep::contract::{Case, Rng};
     use lockstep::gpu::{DeviceChoice, Gpu};
     let gpu = Gpu::open(&DeviceChoice::MetalEmu).expect("metal-emu opens");
     let mut caught = Vec::new();
-    for k in registry::registry().into_iter().filter(|k| ["gemm_e4m3", "gemm_e2m1"].contains(&k.name())) {
+    for k in registry::registry().into_iter().filter(|k| ["gemm_bf16", "gemm_e4m3", "gemm_e2m1"].contains(&k.name())) {
         let case = Case::new("planted 9x40x2336", 9, 40, 2336);
         let inputs = k.inputs(&case, &mut Rng::new(7));
         let oracle = k.oracle(&case, &inputs);
@@ -157,6 +160,28 @@ fn a_reordered_sum_planted_in_the_msl_grouped_gemms_is_caught_against_the_oracle
             caught.push(format!("{}/{} {differ} of {}", k.name(), v.name, oracle[0].len()));
         }
     }
-    assert_eq!(caught.len(), 4, "two MSL variants per scaled format: {caught:?}");
+    assert_eq!(caught.len(), 5, "two MSL variants per scaled format, one for bf16: {caught:?}");
     println!("segments summed in reverse, words differing from the oracle: {}", caught.join(", "));
+}
+
+#[test]
+fn a_running_sum_planted_in_the_msl_sparse_attention_is_caught_against_the_oracle_and_the_unplanted_kernel_matches_it() {
+    use lockstep::contract::Rng;
+    use lockstep::gpu::{DeviceChoice, Gpu};
+    let gpu = Gpu::open(&DeviceChoice::MetalEmu).expect("metal-emu opens");
+    let mut caught = Vec::new();
+    // control 2 sums the weighted values in one running sum instead of blocks of 32 keys in segments of 8
+    for (name, control) in [("sparse_attention", 2)] {
+        let k = registry::registry().into_iter().find(|k| k.name() == name).expect("registered");
+        let case = k.cases(true).into_iter().nth(1).expect("a second case");
+        let inputs = k.inputs(&case, &mut Rng::new(11));
+        let oracle = k.oracle(&case, &inputs);
+        let v = k.variants().iter().find(|v| v.lang() == Lang::Msl).expect("an MSL variant");
+        assert!(k.run(&gpu, v, &case, &inputs, 0).expect("run") == oracle, "{name}/{}: the unplanted kernel differs from the oracle", v.name);
+        let planted = k.run(&gpu, v, &case, &inputs, control).expect("run the planted change");
+        let differ = planted[0].iter().zip(&oracle[0]).filter(|(a, b)| a != b).count();
+        assert!(differ > 0, "{name}/{}: control {control} went unnoticed", v.name);
+        caught.push(format!("{name}/{} {differ} of {}", v.name, oracle[0].len()));
+    }
+    println!("planted changes, words differing from the oracle: {}", caught.join(", "));
 }

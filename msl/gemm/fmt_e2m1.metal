@@ -36,3 +36,6 @@ inline float ls_wscale(const device uint* ws, uint n, uint b, uint k) {
     const uint idx = n * (k >> 5u) + b;
     return e8m0_value(byte_of(ws[idx >> 2u], idx));
 }
+
+// acc + a w: the products of e4m3 activations and the format's weights are exact and never tiny, so the fused form has the unfused bits (N2).
+inline float4 ls_gmac4(float4 acc, float a, float4 w) { return fma(float4(a), w, acc); }

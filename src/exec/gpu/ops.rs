@@ -129,7 +129,11 @@ fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m:
     ex.need("linear", gemm_kernel(w.fmt))?;
     for p in &w.parts {
         let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.kp, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
-        gemm::record(&mut ex.rec, &a, GemmVariant::for_rows(m), 0)?;
+        if gemm::dense_msl(ex.gpu.native_msl(), w.fmt, m) {
+            gemm::record_msl_dense(&mut ex.rec, &a, 0)?;
+        } else {
+            gemm::record(&mut ex.rec, &a, GemmVariant::for_rows(m), 0)?;
+        }
     }
     Ok(())
 }

@@ -61,6 +61,7 @@ enum Path {
     GroupedTiled,
     MslSimd,
     MslTiled,
+    MslDense,
 }
 
 impl Path {
@@ -68,7 +69,10 @@ impl Path {
 
     /// The path of one of the formats' variants, by identity.
     fn of(v: &Variant) -> Path {
-        [&BF16_VARIANTS[..], &E4M3_VARIANTS[..], &E2M1_VARIANTS[..]].iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
+        if std::ptr::eq(v, &BF16_VARIANTS[5]) {
+            return Path::MslDense;
+        }
+        [&BF16_VARIANTS[..5], &E4M3_VARIANTS[..], &E2M1_VARIANTS[..]].iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
     }
 
     /// The engine's dense variant, for the plain paths.
@@ -108,7 +112,11 @@ const fn msl_row(f: usize) -> [Variant; 7] {
     [a, b, c, d, e, Variant::new("msl_simd", std::slice::from_ref(&gemm_grouped::MSL[0][f - 1])), Variant::new("msl_tiled", std::slice::from_ref(&gemm_grouped::MSL[1][f - 1]))]
 }
 
-static BF16_VARIANTS: [Variant; 5] = wgsl_row(0);
+/// bf16's variants: the WGSL ones, then the MSL dense tiled fast path.
+static BF16_VARIANTS: [Variant; 6] = {
+    let [a, b, c, d, e] = wgsl_row(0);
+    [a, b, c, d, e, Variant::new("msl_tiled", std::slice::from_ref(&gemm::MSL_DENSE_BF16))]
+};
 static E4M3_VARIANTS: [Variant; 7] = msl_row(1);
 static E2M1_VARIANTS: [Variant; 7] = msl_row(2);
 
@@ -251,7 +259,11 @@ impl Kernel for GemmKernel {
             gemm_grouped::record_grouped(&mut rec, &a, tiled, lang, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
-            gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
+            if path == Path::MslDense {
+                gemm::record_msl_dense(&mut rec, &args, control)?;
+            } else {
+                gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
+            }
         }
         rec.submit()?;
         read_outputs(gpu, &[(&out, words)])
@@ -268,7 +280,7 @@ impl Kernel for GemmKernel {
             Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
             Path::MslSimd => Footprint { workgroup_size: 256, workgroup_bytes: 0, bindings },
-            Path::Gemv | Path::Tiled | Path::GroupedTiled | Path::MslTiled => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
+            Path::Gemv | Path::Tiled | Path::GroupedTiled | Path::MslTiled | Path::MslDense => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }
 }

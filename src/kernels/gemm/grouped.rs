@@ -23,8 +23,8 @@ pub(crate) const MSL: [[Shader; 2]; 2] = [
         Shader { lang: Lang::Msl, kernel: "gemm_e2m1", variant: "msl_simd", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e2m1.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_simd.metal") },
     ],
     [
-        Shader { lang: Lang::Msl, kernel: "gemm_e4m3", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e4m3.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_tiled.metal") },
-        Shader { lang: Lang::Msl, kernel: "gemm_e2m1", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e2m1.metal", "msl/gemm/blocks.metal", "msl/gemm/grouped_tiled.metal") },
+        Shader { lang: Lang::Msl, kernel: "gemm_e4m3", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e4m3.metal", "msl/gemm/blocks.metal", "msl/gemm/tile.metal", "msl/gemm/grouped_tiled.metal") },
+        Shader { lang: Lang::Msl, kernel: "gemm_e2m1", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_e2m1.metal", "msl/gemm/blocks.metal", "msl/gemm/tile.metal", "msl/gemm/grouped_tiled.metal") },
     ],
 ];
 

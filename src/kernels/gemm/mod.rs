@@ -74,6 +74,26 @@ pub(crate) const SHADERS: [[Shader; 3]; 3] = [
     [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv", "gemv_core"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "tile")],
 ];
 
+/// The MSL fast path for bf16 weights on Apple GPUs (the vision tower's MLP and the aligner): 64x64 threadgroup tiles over the whole output.
+pub(crate) const MSL_DENSE_BF16: Shader = Shader { lang: crate::gpu::Lang::Msl, kernel: "gemm_bf16", variant: "msl_tiled", source: crate::gpu::msl_lib!("msl/gemm/common.metal", "msl/gemm/fmt_bf16.metal", "msl/gemm/tile.metal", "msl/gemm/dense_tiled.metal") };
+
+/// Whether a dense GEMM of `fmt` over `m` rows runs the MSL tiled fast path on a device that takes MSL (bf16 weights, prefill shapes).
+pub fn dense_msl(native_msl: bool, fmt: WeightFormat, m: usize) -> bool {
+    native_msl && fmt == WeightFormat::Bf16 && m > GEMV_MAX_ROWS
+}
+
+/// Records the MSL tiled GEMM of bf16 weights (`control` is 0 outside the contract).
+pub fn record_msl_dense(rec: &mut Recorder, a: &GemmArgs, control: u32) -> Result<(), GpuError> {
+    if a.fmt != WeightFormat::Bf16 || a.k % 32 != 0 {
+        return Err(GpuError::Shader { kernel: "gemm_bf16/msl_tiled".into(), message: format!("{:?} weights with k {}: needs bf16 and k a multiple of 32", a.fmt, a.k) });
+    }
+    let (m, n, k) = (a.m as u32, a.n as u32, a.k as u32);
+    let groups = [n.div_ceil(64), m.div_ceil(64), 1];
+    let key = PipelineKey::new(MSL_DENSE_BF16, &[("CONTROL", f64::from(control))]);
+    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0]];
+    rec.dispatch(&key, &params, &[Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out)], groups)
+}
+
 /// Bytes of one weight row of K elements.
 pub fn row_bytes(fmt: WeightFormat, k: usize) -> usize {
     match fmt {
