@@ -3,7 +3,7 @@
 set -u
 source scripts/device_env.sh
 { $B devices; nvidia-smi --query-gpu=name,driver_version --format=csv; echo "commit ${COMMIT:-unknown}"; g++ --version | head -n 1; echo "cores $(nproc)"; } 2>&1 | tee "$OUT/devices.txt"
-for d in gpu cpu metal-emu; do
+for d in ${HASHES-gpu cpu metal-emu}; do
   echo "== $d: $($B contract --device "$d" --hash 2>&1 | grep -E '^(SUMMARY|HASH)' | tr '\n' ' ')"
 done 2>&1 | tee "$OUT/hashes.txt"
 T=/tmp/tiny
@@ -18,6 +18,6 @@ python3 scripts/noise_png.py /tmp/picture.png
     done
   done
 } 2>&1 | tee "$OUT/tiny.txt"
-timeout "${FULL_S:-330}" $B contract --device metal-emu --seed "${SEED:-42}" > "$OUT/contract_metal_emu.txt" 2>&1
+timeout "${FULL_S:-330}" $B contract --device metal-emu ${ONLY:+--only "$ONLY"} --seed "${SEED:-42}" > "$OUT/contract_metal_emu.txt" 2>&1
 echo "full contract on metal-emu: exit $?" | tee -a "$OUT/contract_metal_emu.txt"
 grep -v XDG "$OUT/contract_metal_emu.txt" | grep -E 'msl|SUMMARY|exit' | tail -n 12

@@ -11,4 +11,14 @@ ensure_vulkan() {
   fi
   export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 }
+# Headless Chromium and its WebDriver for the page's browser test (Debian's packages).
+ensure_chromium() {
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    echo "installing chromium and chromium-driver for the page's browser test"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver >/dev/null
+  fi
+}
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs)"; exit 1; }

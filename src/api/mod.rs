@@ -5,6 +5,7 @@ pub mod error;
 pub mod images;
 pub mod metrics;
 pub mod openai;
+pub mod page;
 pub mod params;
 pub mod reply;
 pub mod state;
@@ -176,12 +177,12 @@ fn presented_key(req: &Request) -> Option<&str> {
     h.get("authorization").and_then(|v| v.to_str().ok()).and_then(|s| s.strip_prefix("Bearer ")).or_else(|| h.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
-/// Request ids on every reply, and the API key on every route but `/health` and `/metrics`.
+/// Request ids on every reply, and the API key on every route but `/health`, `/metrics` and the page's static files (which hold no data).
 async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let rid = request_id(&req);
     let path = req.uri().path().to_string();
     let dialect = if path.starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi };
-    let open = matches!(path.as_str(), "/health" | "/metrics");
+    let open = matches!(path.as_str(), "/health" | "/metrics") || (state.ui && matches!(path.as_str(), "/" | "/ui/app.js" | "/ui/app.css"));
     let mut resp = match (&state.api_key, open) {
         (Some(key), false) if presented_key(&req).is_none_or(|k| !constant_eq(k.as_bytes(), key.as_bytes())) => ApiError::new(StatusCode::UNAUTHORIZED, "a valid API key is required (Authorization: Bearer KEY or x-api-key)").dialect(dialect).into_response(),
         _ => {
@@ -289,10 +290,14 @@ async fn wrong_method(req: Request<Body>) -> Response {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{} does not take {}", req.uri().path(), req.method())).dialect(d).into_response()
 }
 
-/// The server's routes.
+/// The server's routes (the page's when `state.ui`).
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/health", get(health))
+    let mut r = Router::new();
+    if state.ui {
+        r = r.route("/", get(page::index)).route("/ui/app.js", get(page::app_js)).route("/ui/app.css", get(page::app_css));
+    }
+    r.route("/health", get(health))
+        .route("/status", get(page::status))
         .route("/metrics", get(metrics))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))

@@ -71,6 +71,10 @@ pub struct AppState {
     pub draining: AtomicBool,
     /// Image input, when served (`--vision`).
     pub vision: Option<super::images::Vision>,
+    /// Whether `GET /` serves the page (off with `--no-ui`).
+    pub ui: bool,
+    /// Token rates for the page.
+    pub rates: super::page::Rates,
     next: AtomicU64,
 }
 
@@ -105,12 +109,18 @@ impl Drop for JobEvents {
 impl AppState {
     /// State for a host on `host`.
     pub fn new(host: mpsc::Sender<Command>, tok: Arc<Tokenizer>, status: Arc<Mutex<Status>>, model: ModelInfo, api_key: Option<String>, max_queue: usize, parallel: usize) -> Self {
-        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), vision: None, next: AtomicU64::new(1) }
+        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), vision: None, ui: true, rates: Default::default(), next: AtomicU64::new(1) }
     }
 
     /// Takes images under `vision`.
     pub fn with_vision(mut self, vision: Option<super::images::Vision>) -> Self {
         self.vision = vision;
+        self
+    }
+
+    /// Serves the page at `/` when `ui`.
+    pub fn with_ui(mut self, ui: bool) -> Self {
+        self.ui = ui;
         self
     }
 

@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// Most image-span tokens in one request, all its images together.
     #[arg(long, default_value_t = 8192)]
     pub max_image_tokens: usize,
+    /// Serve no page at `/` (the dashboard and chat); `/status` stays.
+    #[arg(long)]
+    pub no_ui: bool,
 }
 
 /// Image input for `serve --vision`: refused with what the checkpoint in `dir` lacks for images.
@@ -218,7 +221,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let fp = fingerprint(&args.model)?;
     let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel::<Command>();
-    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel).with_vision(vision));
+    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel).with_vision(vision).with_ui(!args.no_ui));
     let snapshots = match &args.snapshot_dir {
         Some(d) => {
             crate::serve::snapshot::usable(d).map_err(anyhow::Error::msg)?;
@@ -254,6 +257,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let app = crate::api::router(state.clone());
     let drain = Duration::from_secs_f64(args.drain_seconds.max(0.0));
     rt.block_on(async move {
+        tokio::spawn(crate::api::page::sample(state.clone()));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             axum::serve(listener, app).with_graceful_shutdown(async move {
@@ -311,7 +315,8 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     *state.identity.lock().unwrap_or_else(|p| p.into_inner()) = Some(Identity { version: env!("CARGO_PKG_VERSION").into(), contract_hash, fingerprint: fp, device });
     let status = state.status.clone();
     let key = if state.api_key.is_some() { " -H 'Authorization: Bearer $KEY'" } else { "" };
-    let ready = format!("ready on http://{addr}; try:\n  curl http://{addr}/v1/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}], \"max_tokens\": 32}}'", state.model.id);
+    let page = if state.ui { format!("\nor open http://{addr}/ for the dashboard and a chat") } else { String::new() };
+    let ready = format!("ready on http://{addr}; try:\n  curl http://{addr}/v1/chat/completions -H 'Content-Type: application/json'{key} -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"Hello!\"}}], \"max_tokens\": 32}}'{page}", state.model.id);
     let warm = Warm { ckpt: &ckpt, t0, bos: cfg.bos_token_id as u32 };
     let drafts = cfg_host.draft_block > 0;
     match &gpu {

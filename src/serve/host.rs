@@ -240,6 +240,9 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// Commits lane `i`'s chosen token; true when the lane left (finished or failed).
     fn commit(&mut self, i: usize, choice: Result<(u32, Option<crate::serve::TokenLogprob>), JobError>, logits: &[f32]) -> bool {
         let room = self.cfg.context;
+        if choice.is_ok() {
+            self.status.lock().unwrap_or_else(|p| p.into_inner()).generated_total += 1;
+        }
         match self.lanes[i].accept(choice, logits, self.tok, room) {
             Ok(Step::Continue) => false,
             Ok(Step::Finished(reason)) => {
@@ -351,11 +354,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         let mut sampled: Vec<(usize, Vec<f32>)> = Vec::new();
         let mut checked: Vec<(SeqId, Vec<f32>, Window<E>)> = Vec::new();
         let mut windows = windows.into_iter();
+        let mut prefilled = 0u64;
         for (&(i, _, n), t) in plan.iter().zip(&logits) {
             let window = windows.next();
             let lane = &mut self.lanes[i];
             if lane.next.take().is_none() {
                 lane.fed += n;
+                prefilled += n as u64;
                 if lane.prefilling() {
                     continue;
                 }
@@ -370,6 +375,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             }
         }
         drop(logits);
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).prefilled_total += prefilled;
         for i in 0..self.lanes.len() {
             if !self.lanes[i].prefilling() {
                 let images = std::mem::take(&mut self.lanes[i].images);

@@ -39,4 +39,8 @@ pub struct Status {
     pub cache_queries: u64,
     /// Prompt tokens found there.
     pub cache_hits: u64,
+    /// Prompt tokens computed since the start (cached ones excluded).
+    pub prefilled_total: u64,
+    /// Tokens generated since the start.
+    pub generated_total: u64,
 }

@@ -1,0 +1,121 @@
+//! The server's own page (a dashboard and a chat, static files embedded in the binary) and `/status`, the JSON it reads.
+use super::state::AppState;
+use axum::extract::State;
+use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const INDEX: &str = include_str!("../../web/index.html");
+const APP_JS: &str = include_str!("../../web/app.js");
+const APP_CSS: &str = include_str!("../../web/app.css");
+
+/// Nothing but the server's own scripts, styles and API; no inline code, no frames, no other origin.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Seconds between rate samples.
+pub const SAMPLE_S: u64 = 2;
+/// Samples kept: ten minutes.
+const SAMPLES: usize = 300;
+
+/// Token counters sampled every `SAMPLE_S`, for the page's rate charts.
+#[derive(Default)]
+pub struct Rates {
+    samples: Mutex<VecDeque<(Instant, u64, u64)>>,
+}
+
+impl Rates {
+    /// Records the counters now.
+    pub fn sample(&self, prefilled: u64, generated: u64) {
+        let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        s.push_back((Instant::now(), prefilled, generated));
+        while s.len() > SAMPLES + 1 {
+            s.pop_front();
+        }
+    }
+
+    /// Prefill and decode tokens per second between consecutive samples, oldest first, with each interval's age in seconds.
+    pub fn series(&self) -> Vec<Value> {
+        let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        s.iter()
+            .zip(s.iter().skip(1))
+            .map(|(a, b)| {
+                let dt = b.0.duration_since(a.0).as_secs_f64().max(1e-3);
+                json!({ "age_s": now.duration_since(b.0).as_secs_f64(), "prefill_tok_s": (b.1 - a.1) as f64 / dt, "decode_tok_s": (b.2 - a.2) as f64 / dt })
+            })
+            .collect()
+    }
+}
+
+/// Samples the host's token counters every `SAMPLE_S` for as long as the server runs.
+pub async fn sample(state: Arc<AppState>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(SAMPLE_S));
+    loop {
+        tick.tick().await;
+        let (p, g) = {
+            let st = state.status.lock().unwrap_or_else(|p| p.into_inner());
+            (st.prefilled_total, st.generated_total)
+        };
+        state.rates.sample(p, g);
+    }
+}
+
+fn asset(kind: &'static str, body: &'static str) -> Response {
+    let headers = [
+        (CONTENT_TYPE, kind),
+        (CONTENT_SECURITY_POLICY, CSP),
+        (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (X_FRAME_OPTIONS, "DENY"),
+        (REFERRER_POLICY, "no-referrer"),
+        (CACHE_CONTROL, "no-cache"),
+    ];
+    (headers, body).into_response()
+}
+
+/// `GET /`: the page.
+pub async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX)
+}
+
+/// `GET /ui/app.js`.
+pub async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// `GET /ui/app.css`.
+pub async fn app_css() -> Response {
+    asset("text/css; charset=utf-8", APP_CSS)
+}
+
+/// `GET /status`: lanes, queue, prompt cache, token totals and rates, the model and the bits' identity.
+pub async fn status(State(state): State<Arc<AppState>>) -> Response {
+    let st = state.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let lanes: Vec<Value> = st
+        .lanes
+        .iter()
+        .map(|l| {
+            let elapsed = l.since.elapsed().as_secs_f64();
+            json!({ "id": l.id, "phase": if l.prefilling { "prefill" } else { "decode" }, "position": l.position, "prompt_tokens": l.prompt_tokens, "generated": l.generated, "elapsed_s": elapsed, "tok_s": if elapsed > 0.0 { l.generated as f64 / elapsed } else { 0.0 } })
+        })
+        .collect();
+    let m = &state.model;
+    let body = json!({
+        "status": if st.failure.is_some() { "failed" } else if st.ready { "ok" } else { "loading" },
+        "reason": st.failure,
+        "identity": state.identity().map(|i| i.json()),
+        "model": { "id": m.id, "context": m.context, "max_tokens": m.max_tokens },
+        "parallel": state.parallel,
+        "max_queue": state.max_queue,
+        "lanes": lanes,
+        "waiting": st.waiting,
+        "cache": { "bytes": st.cache_bytes, "budget": st.cache_budget, "entries": st.cache_entries, "queries": st.cache_queries, "hits": st.cache_hits },
+        "totals": { "prefilled_tokens": st.prefilled_total, "generated_tokens": st.generated_total },
+        "rates": state.rates.series(),
+        "sample_s": SAMPLE_S,
+        "vision": state.vision.is_some(),
+    });
+    ([(CACHE_CONTROL, "no-store")], axum::Json(body)).into_response()
+}
