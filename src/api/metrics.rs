@@ -1,8 +1,11 @@
 //! Prometheus metrics with vLLM's names: requests running and waiting, tokens, latencies as histograms, the prefix cache.
 use crate::serve::{Finish, Status};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 /// Bucket bounds in seconds.
 const BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
@@ -91,5 +94,40 @@ impl Metrics {
         h[2].render(&mut o, "vllm:e2e_request_latency_seconds", "Arrival to the last token.", model);
         h[3].render(&mut o, "vllm:request_queue_time_seconds", "Time waiting for a lane.", model);
         o
+    }
+}
+
+/// Seconds between rate samples.
+pub const SAMPLE_S: u64 = 2;
+/// Samples kept: ten minutes.
+const SAMPLES: usize = 300;
+
+/// Token counters sampled every `SAMPLE_S`, for the page's rate charts.
+#[derive(Default)]
+pub struct Rates {
+    samples: Mutex<VecDeque<(Instant, u64, u64)>>,
+}
+
+impl Rates {
+    /// Records the counters now.
+    pub fn sample(&self, prefilled: u64, generated: u64) {
+        let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        s.push_back((Instant::now(), prefilled, generated));
+        while s.len() > SAMPLES + 1 {
+            s.pop_front();
+        }
+    }
+
+    /// Prefill and decode tokens per second between consecutive samples, oldest first, with each interval's age in seconds.
+    pub fn series(&self) -> Vec<Value> {
+        let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        s.iter()
+            .zip(s.iter().skip(1))
+            .map(|(a, b)| {
+                let dt = b.0.duration_since(a.0).as_secs_f64().max(1e-3);
+                json!({ "age_s": now.duration_since(b.0).as_secs_f64(), "prefill_tok_s": (b.1 - a.1) as f64 / dt, "decode_tok_s": (b.2 - a.2) as f64 / dt })
+            })
+            .collect()
     }
 }

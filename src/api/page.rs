@@ -1,12 +1,12 @@
 //! The server's own page (a dashboard and a chat, static files embedded in the binary) and `/status`, the JSON it reads.
+use super::metrics::SAMPLE_S;
 use super::state::AppState;
 use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 const INDEX: &str = include_str!("../../web/index.html");
 const APP_JS: &str = include_str!("../../web/app.js");
@@ -14,41 +14,6 @@ const APP_CSS: &str = include_str!("../../web/app.css");
 
 /// Nothing but the server's own scripts, styles and API; no inline code, no frames, no other origin.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-/// Seconds between rate samples.
-pub const SAMPLE_S: u64 = 2;
-/// Samples kept: ten minutes.
-const SAMPLES: usize = 300;
-
-/// Token counters sampled every `SAMPLE_S`, for the page's rate charts.
-#[derive(Default)]
-pub struct Rates {
-    samples: Mutex<VecDeque<(Instant, u64, u64)>>,
-}
-
-impl Rates {
-    /// Records the counters now.
-    pub fn sample(&self, prefilled: u64, generated: u64) {
-        let mut s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        s.push_back((Instant::now(), prefilled, generated));
-        while s.len() > SAMPLES + 1 {
-            s.pop_front();
-        }
-    }
-
-    /// Prefill and decode tokens per second between consecutive samples, oldest first, with each interval's age in seconds.
-    pub fn series(&self) -> Vec<Value> {
-        let s = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        s.iter()
-            .zip(s.iter().skip(1))
-            .map(|(a, b)| {
-                let dt = b.0.duration_since(a.0).as_secs_f64().max(1e-3);
-                json!({ "age_s": now.duration_since(b.0).as_secs_f64(), "prefill_tok_s": (b.1 - a.1) as f64 / dt, "decode_tok_s": (b.2 - a.2) as f64 / dt })
-            })
-            .collect()
-    }
-}
 
 /// Samples the host's token counters every `SAMPLE_S` for as long as the server runs.
 pub async fn sample(state: Arc<AppState>) {

@@ -74,7 +74,7 @@ pub struct AppState {
     /// Whether `GET /` serves the page (off with `--no-ui`).
     pub ui: bool,
     /// Token rates for the page.
-    pub rates: super::page::Rates,
+    pub rates: super::metrics::Rates,
     next: AtomicU64,
 }
 
