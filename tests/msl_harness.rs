@@ -173,7 +173,8 @@ fn a_running_sum_planted_in_the_msl_sparse_attention_is_caught_against_the_oracl
     // control 2 sums the weighted values in one running sum instead of blocks of 32 keys in segments of 8
     for (name, control) in [("sparse_attention", 2)] {
         let k = registry::registry().into_iter().find(|k| k.name() == name).expect("registered");
-        let case = k.cases(true).into_iter().nth(1).expect("a second case");
+        // the first case's rows see 128 window keys and up to 512 selected ones: many blocks of 32 keys, so the order shows
+        let case = k.cases(true).into_iter().next().expect("a case");
         let inputs = k.inputs(&case, &mut Rng::new(11));
         let oracle = k.oracle(&case, &inputs);
         let v = k.variants().iter().find(|v| v.lang() == Lang::Msl).expect("an MSL variant");
