@@ -406,7 +406,7 @@ def build_corpus(model):
     add(Case("%s: 9 MiB of spaces" % CHAT, CHAT, raw=b" " * (BODY_LIMIT + (1 << 20)), want=413))
 
     # keys
-    protected = [(p, "POST", bases[p]) for p in bases] + [(MODELS, "GET", None)]
+    protected = [(p, "POST", bases[p]) for p in bases] + [(MODELS, "GET", None), ("/status", "GET", None)]
     for path, method, body in protected:
         for auth in ("none", "wrong-bearer", "wrong-x", "no-scheme", "basic", "empty-bearer"):
             add(Case("%s %s: key %s" % (method, path, auth), path, body, method=method, auth=auth, want=401))
@@ -414,7 +414,7 @@ def build_corpus(model):
 
     # routes that do not exist
     for method, path in (("GET", "/v1/nope"), ("POST", "/v1/nope"), ("POST", "/v2/completions"), ("POST", "/v1/chat"),
-                         ("POST", "/v1/messages/nope"), ("POST", "/v1/messages/count_tokens/x"), ("GET", "/"),
+                         ("POST", "/v1/messages/nope"), ("POST", "/v1/messages/count_tokens/x"), ("GET", "/ui/nope"),
                          ("POST", "/v1/completions/x"), ("GET", "/v1/models/" + model), ("POST", "/v1/embeddings"),
                          ("POST", "/v1/responses"), ("GET", "/healthz")):
         add(Case("%s %s: unknown route" % (method, path), path, bases[COMPLETIONS] if method == "POST" else None, method=method, want=404))
