@@ -52,6 +52,8 @@ pub struct Host<'t, 'm, 'c, E: Executor> {
     status: Arc<Mutex<Status>>,
     drain: Option<Instant>,
     pace: super::pace::Pace,
+    /// Prompt tokens computed and tokens generated since the start, published with the status.
+    totals: (u64, u64),
 }
 
 /// A failure that ends serving (the device is lost).
@@ -68,7 +70,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// A host whose depth rule starts from `pace` (the warm-up's timings).
     pub fn with_pace(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, pace: super::pace::Pace) -> Self {
         let cache = PromptCache::new(cfg.cache_bytes);
-        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace };
+        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace, totals: (0, 0) };
         h.load_snapshots();
         h.publish();
         h
@@ -240,9 +242,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// Commits lane `i`'s chosen token; true when the lane left (finished or failed).
     fn commit(&mut self, i: usize, choice: Result<(u32, Option<crate::serve::TokenLogprob>), JobError>, logits: &[f32]) -> bool {
         let room = self.cfg.context;
-        if choice.is_ok() {
-            self.status.lock().unwrap_or_else(|p| p.into_inner()).generated_total += 1;
-        }
+        self.totals.1 += u64::from(choice.is_ok());
         match self.lanes[i].accept(choice, logits, self.tok, room) {
             Ok(Step::Continue) => false,
             Ok(Step::Finished(reason)) => {
@@ -354,13 +354,12 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         let mut sampled: Vec<(usize, Vec<f32>)> = Vec::new();
         let mut checked: Vec<(SeqId, Vec<f32>, Window<E>)> = Vec::new();
         let mut windows = windows.into_iter();
-        let mut prefilled = 0u64;
         for (&(i, _, n), t) in plan.iter().zip(&logits) {
             let window = windows.next();
             let lane = &mut self.lanes[i];
             if lane.next.take().is_none() {
                 lane.fed += n;
-                prefilled += n as u64;
+                self.totals.0 += n as u64;
                 if lane.prefilling() {
                     continue;
                 }
@@ -375,7 +374,6 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             }
         }
         drop(logits);
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).prefilled_total += prefilled;
         for i in 0..self.lanes.len() {
             if !self.lanes[i].prefilling() {
                 let images = std::mem::take(&mut self.lanes[i].images);
@@ -548,6 +546,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         st.cache_bytes = self.cache.bytes();
         st.cache_budget = self.cache.budget();
         st.cache_entries = self.cache.len();
+        (st.prefilled_total, st.generated_total) = self.totals;
         st.ready = true;
     }
 }
