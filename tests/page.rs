@@ -7,13 +7,7 @@ use serve_support::{python, Server};
 
 fn model(tag: &str) -> (cli_support::TempDir, std::path::PathBuf) {
     let dir = tiny_model("page", tag, "7");
-    let m = dir.0.join("m");
-    std::fs::create_dir_all(&m).unwrap();
-    for e in std::fs::read_dir(&dir.0).unwrap().flatten() {
-        if e.path().is_file() {
-            std::fs::rename(e.path(), m.join(e.file_name())).unwrap();
-        }
-    }
+    let m = serve_support::served_as_m(&dir.0);
     (dir, m)
 }
 

@@ -23,13 +23,7 @@ struct Fixture {
 
 fn fixture(tag: &str) -> Fixture {
     let dir = tiny_model("serve-vision", tag, "7");
-    let model = dir.0.join("m");
-    std::fs::create_dir_all(&model).unwrap();
-    for e in std::fs::read_dir(&dir.0).unwrap().flatten() {
-        if e.path().is_file() {
-            std::fs::rename(e.path(), model.join(e.file_name())).unwrap();
-        }
-    }
+    let model = serve_support::served_as_m(&dir.0);
     let at = |n: &str| dir.0.join(n);
     let a = cli_support::noise_rgb(90, 61, 0x51);
     a.save(at("a.png")).unwrap();

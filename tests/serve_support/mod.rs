@@ -18,6 +18,18 @@ pub struct Server {
     pub log: Arc<Mutex<String>>,
 }
 
+/// Moves the checkpoint files in `dir` into `dir/m`, so the served model id is `m`; that folder.
+pub fn served_as_m(dir: &Path) -> PathBuf {
+    let m = dir.join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_file() {
+            std::fs::rename(e.path(), m.join(e.file_name())).unwrap();
+        }
+    }
+    m
+}
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
