@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 #include <xmmintrin.h>
@@ -53,9 +54,13 @@ struct LsSched {
     std::vector<unsigned char> lanes;
 };
 
-// The fibers' stacks, kept between launches so their pages are mapped once.
-static thread_local char* ls_stacks = nullptr;
-static thread_local std::size_t ls_stacks_bytes = 0;
+// The fibers' stacks, kept for the OS thread's life so their pages are mapped once, freed when it ends.
+struct LsStacks {
+    char* base = nullptr;
+    std::size_t bytes = 0;
+    ~LsStacks() { std::free(base); }
+};
+static thread_local LsStacks ls_stacks;
 
 static thread_local LsSched* ls_sched = nullptr;
 
@@ -118,11 +123,11 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
     LsSched s;
     s.threads.resize(n);
     s.lanes.assign(16 * n, 0);
-    if (ls_stacks_bytes < n * stack) {
-        std::free(ls_stacks);
-        ls_stacks = static_cast<char*>(std::malloc(n * stack));
-        ls_stacks_bytes = ls_stacks ? n * stack : 0;
-        if (!ls_stacks) {
+    if (ls_stacks.bytes < n * stack) {
+        std::free(ls_stacks.base);
+        ls_stacks.base = static_cast<char*>(std::malloc(n * stack));
+        ls_stacks.bytes = ls_stacks.base ? n * stack : 0;
+        if (!ls_stacks.base) {
             std::snprintf(err, errlen, "no memory for %zu fiber stacks", n);
             return 1;
         }
@@ -146,7 +151,7 @@ static int ls_run_part(const std::uint32_t size[3], const std::uint32_t groups[3
             t.lx = std::uint32_t(i % size[0]);
             t.ly = std::uint32_t((i / size[0]) % size[1]);
             t.lz = std::uint32_t(i / (std::size_t(size[0]) * size[1]));
-            t.sp = ls_stack(ls_stacks + i * stack, stack);
+            t.sp = ls_stack(ls_stacks.base + i * stack, stack);
         }
         std::size_t live = n;
         std::size_t ended = 0;

@@ -1,6 +1,6 @@
 //! Runs gates 1-4 and the planted controls for every registered kernel on one device (or the CPU oracle).
 use super::report::{KernelLine, Summary};
-use super::{probe_edges, probe_fusion, Case, Inputs, Kernel, Needs, Outputs, Rng, Variant};
+use super::{probe_edges, probe_fusion, Case, Control, Inputs, Kernel, Needs, Outputs, Rng, Variant};
 use crate::gpu::{Gpu, GpuError};
 use sha2::{Digest, Sha256};
 use std::time::Instant;
@@ -111,6 +111,18 @@ fn gates_123(gpu: &Gpu, k: &dyn Kernel, variant: &Variant, c: &CaseRun, control:
     Ok((m, g2, g3, out))
 }
 
+/// `f` over `items` in order; concurrently on the MSL harness, whose kernels each compile and run on the host's cores.
+fn each<T: Sync, R: Send>(gpu: &Gpu, items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if !gpu.is_emulated() {
+        return items.iter().map(&f).collect();
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = items.iter().map(|x| s.spawn(move || f(x))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
+}
+
 /// Runs the contract on `gpu` (or on the CPU oracle when `gpu` is None) and returns the summary.
 pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractOptions) -> Result<Summary, GpuError> {
     let seed = if opts.hash { HASH_SEED } else { opts.seed };
@@ -162,11 +174,10 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
             let mut line = KernelLine::new(k.name(), variant.name);
             line.limit_problems = summary.check_limits(gpu, k.footprint(variant));
             let t = Instant::now();
-            for (ci, c) in runs.iter().enumerate() {
-                if !k.supports(variant, &c.case) {
-                    continue;
-                }
-                let (m, g2, g3, out) = gates_123(gpu, k, variant, c, 0)?;
+            let gated = each(gpu, &runs, |c| k.supports(variant, &c.case).then(|| gates_123(gpu, k, variant, c, 0)));
+            for (ci, (c, g)) in runs.iter().zip(gated).enumerate() {
+                let Some(g) = g else { continue };
+                let (m, g2, g3, out) = g?;
                 line.cases += 1;
                 line.margin = line.margin.max(m);
                 line.fail_gate(1, m > 1.0, &c.case.label);
@@ -185,24 +196,29 @@ pub fn run_contract(gpu: Option<&Gpu>, kernels: &[&dyn Kernel], opts: &ContractO
             let t = Instant::now();
             let control_runs: Vec<&CaseRun> = runs.iter().filter(|c| k.supports(variant, &c.case) && !c.case.edge).take(2).collect();
             let edge_runs: Vec<&CaseRun> = runs.iter().filter(|c| k.supports(variant, &c.case) && c.case.edge).collect();
-            for ctl in k.controls() {
+            let controls = k.controls();
+            let verdicts = each(gpu, controls, |ctl: &Control| -> Result<Option<bool>, GpuError> {
                 let applies = match ctl.needs {
                     Needs::Any => true,
                     Needs::Fusion => fusion.as_ref().is_some_and(|f| f.plain_fuses),
                     Needs::Subnormals => preserves,
                 };
                 if !applies {
-                    line.controls_na += 1;
-                    continue;
+                    return Ok(None);
                 }
-                let mut red = false;
                 for c in if ctl.needs == Needs::Subnormals { &edge_runs } else { &control_runs } {
                     let (m, g2, g3, _) = gates_123(gpu, k, variant, c, ctl.id)?;
                     if m > 1.0 || !g2 || !g3 {
-                        red = true;
-                        break;
+                        return Ok(Some(true));
                     }
                 }
+                Ok(Some(false))
+            });
+            for (ctl, verdict) in controls.iter().zip(verdicts) {
+                let Some(red) = verdict? else {
+                    line.controls_na += 1;
+                    continue;
+                };
                 if red {
                     line.controls_red += 1;
                 } else {

@@ -82,7 +82,7 @@ pub fn launcher(t: &Translated) -> Result<String, EmuError> {
         args.push(arg);
     }
     Ok(format!(
-        "{source}\n#include \"runtime.hpp\"\nstatic void* ls_bufs[32];\nstatic std::uint32_t ls_groups[3];\nstatic void ls_body(LsThread* t, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {{\n    (void)gx; (void)gy; (void)gz; (void)t;\n    {entry}({args});\n}}\nextern \"C\" int ls_launch(void* const* bufs, const std::uint32_t* groups, std::uint64_t seed, int flush, char* err, std::size_t errlen) {{\n    for (int i = 0; i < 32; i++) ls_bufs[i] = bufs[i];\n    for (int i = 0; i < 3; i++) ls_groups[i] = groups[i];\n    static const std::uint32_t size[3] = {{{wx}u, {wy}u, {wz}u}};\n    return ls_run(size, groups, seed, flush, err, errlen);\n}}\n",
+        "{source}\n#include \"runtime.hpp\"\nstatic void* ls_bufs[32];\nstatic std::uint32_t ls_groups[3];\nstatic void ls_body(LsThread* t, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {{\n    (void)gx; (void)gy; (void)gz; (void)t;\n    {entry}({args});\n}}\nextern \"C\" int ls_launch(void* const* bufs, const std::uint32_t* groups, std::uint64_t seed, int flush, char* err, std::size_t errlen) {{\n    static std::mutex one;\n    std::lock_guard<std::mutex> held(one);\n    for (int i = 0; i < 32; i++) ls_bufs[i] = bufs[i];\n    for (int i = 0; i < 3; i++) ls_groups[i] = groups[i];\n    static const std::uint32_t size[3] = {{{wx}u, {wy}u, {wz}u}};\n    return ls_run(size, groups, seed, flush, err, errlen);\n}}\n",
         source = t.source,
         entry = t.entry,
         args = args.join(", ")
