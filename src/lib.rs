@@ -1,6 +1,6 @@
 //! lockstep: DeepSeek-V4.1-Flash inference whose every op gives the same bits on every device.
 //!
-//! Layers, each importing only from the ones above it in this list: testing, numerics, gpu, contract, kernels, weights, exec, text, vision, model, engine, serve, api, cli.
+//! Layers, each importing only from the ones above it in this list: testing, numerics, gpu, contract, kernels, weights, exec, text, vision, model, engine, serve, api, fuzz, cli.
 pub mod testing;
 pub mod numerics;
 pub mod gpu;
@@ -14,4 +14,5 @@ pub mod model;
 pub mod engine;
 pub mod serve;
 pub mod api;
+pub mod fuzz;
 pub mod cli;

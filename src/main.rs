@@ -37,6 +37,8 @@ enum Command {
     Run(lockstep::cli::run::RunArgs),
     /// Serve the model over OpenAI- and Anthropic-compatible HTTP APIs.
     Serve(lockstep::cli::serve::ServeArgs),
+    /// Fuzz what a user controls (requests, tool calls, chat, tokenizer, safetensors, configs, snapshots, images) for a budget.
+    Fuzz(lockstep::cli::fuzz::FuzzArgs),
     /// Run two executors on the same tokens with taps and name the first stage whose bits differ.
     Diff(lockstep::cli::diff::DiffArgs),
     /// What a checkpoint or a config holds: shape, layer roles, tensors by dtype, resident and host bytes, state per lane.
@@ -157,6 +159,9 @@ fn main() -> Result<()> {
         }
         Command::Run(args) => {
             lockstep::cli::run::run(&args, &mut std::io::stdout())?;
+        }
+        Command::Fuzz(args) => {
+            lockstep::cli::fuzz::run(&args, &mut std::io::stdout())?;
         }
         Command::Diff(args) => {
             lockstep::cli::diff::run(&args, &mut std::io::stdout())?;

@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first; a file may name only its own layer and the ones before it.
-const LAYERS: &[&str] = &["testing", "numerics", "gpu", "contract", "kernels", "weights", "exec", "text", "vision", "model", "engine", "serve", "api", "cli"];
+const LAYERS: &[&str] = &["testing", "numerics", "gpu", "contract", "kernels", "weights", "exec", "text", "vision", "model", "engine", "serve", "api", "fuzz", "cli"];
 
 /// Every `.rs` file under `dir`.
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

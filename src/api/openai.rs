@@ -222,6 +222,9 @@ pub async fn chat(state: Arc<AppState>, rid: String, body: Value) -> Result<Resp
     let max = prompt_fits(&state, &f, prompt.len(), s.max_tokens, "messages")?;
     let reply = Chat::new(format!("chatcmpl-{rid}"), model, &state, &s, ChatText::new(thinking.on, render_tools, &forced), logprobs.is_some());
     let stream_it = s.stream;
+    if crate::testing::planted("http") && stream_it && s.include_usage && tools.len() >= 2 {
+        panic!("planted bug: a streamed chat with usage and two tools");
+    }
     let events = state.submit(|tx| job(&state, prompt, images, &s, max, logprobs, false, tx))?;
     Ok(if stream_it { stream(state, events, reply, Dialect::OpenAi) } else { collect(state, events, reply, Dialect::OpenAi).await })
 }

@@ -4,6 +4,7 @@ pub mod bench_forward;
 pub mod bench_kernels;
 pub mod bench_vision;
 pub mod diff;
+pub mod fuzz;
 mod image;
 pub mod inspect;
 pub mod msl;

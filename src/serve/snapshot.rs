@@ -61,12 +61,15 @@ pub fn decode(fingerprint: &[u8; 32], bytes: &[u8]) -> Result<Snapshot, String> 
         Ok(v)
     };
     let n = u64_at(&mut at)?;
-    let key = if v1 {
+    let key: Vec<u64> = if v1 {
         words(&mut at, n)?.into_iter().map(u64::from).collect()
     } else {
         let pairs = words(&mut at, n.checked_mul(2).ok_or("length overflow")?)?;
         pairs.chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect()
     };
+    if crate::testing::planted("snapshot") && key.iter().any(|&k| k >> 32 != 0 && k >> 63 == 0) {
+        panic!("planted bug: a sealed key element above 32 bits");
+    }
     let n = u64_at(&mut at)?;
     let logits = words(&mut at, n)?.into_iter().map(f32::from_bits).collect();
     let n = u64_at(&mut at)?;

@@ -164,6 +164,9 @@ impl Tokenizer {
     /// Encodes text with added tokens matched atomically and no BOS added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
         let enc = self.inner.encode(text, false).map_err(|e| TokenizerError::Encode(e.to_string()))?;
+        if crate::testing::planted("tokenizer") && enc.get_ids().len() >= 4 && text.chars().any(|c| c as u32 >= 0x10000) {
+            panic!("planted bug: an astral character among four or more tokens");
+        }
         Ok(enc.get_ids().to_vec())
     }
 

@@ -135,7 +135,11 @@ pub fn decode(bytes: &[u8], max_pixels: u64) -> Result<Rgb, VisionError> {
     let (width, height) = decoder.dimensions();
     if format == Format::Gif {
         drop(decoder);
-        return super::gif_frame::first_frame(bytes, max_pixels.saturating_add(1 << 20));
+        let rgb = super::gif_frame::first_frame(bytes, max_pixels.saturating_add(1 << 20))?;
+        if crate::testing::planted("image") && rgb.width != rgb.height {
+            panic!("planted bug: a GIF decoded to a non-square image");
+        }
+        return Ok(rgb);
     }
     if format == Format::Jpeg && !jpeg_reaches_eoi(bytes) {
         return Err(VisionError::Decode { format: "JPEG", reason: "the file is truncated: no end-of-image marker after the scans".into() });

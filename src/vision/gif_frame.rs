@@ -32,6 +32,9 @@ pub fn first_frame(bytes: &[u8], max_frame_bytes: u64) -> Result<Rgb, VisionErro
     // Pixels of a frame that overhangs the screen are cut off.
     for y in 0..fh.min(h.saturating_sub(top)) {
         let n = fw.min(w.saturating_sub(left));
+        if n == 0 {
+            break;
+        }
         let dst = (top + y) * w + left;
         indices[dst..dst + n].copy_from_slice(&frame.buffer[y * fw..y * fw + n]);
     }

@@ -129,6 +129,9 @@ pub fn numel(shape: &[usize]) -> u64 {
 pub fn parse_header(bytes: &[u8], file: &Path) -> Result<Header, HeaderError> {
     let fname = file.display().to_string();
     let (n, metadata) = SafeTensors::read_metadata(bytes).map_err(|e| explain(e, bytes, &fname))?;
+    if crate::testing::planted("safetensors") && metadata.metadata().as_ref().is_some_and(|m| m.len() >= 2) {
+        panic!("planted bug: a valid header whose metadata has two keys");
+    }
     let mut entries = Vec::with_capacity(metadata.tensors().len());
     for (name, info) in metadata.tensors() {
         let Some(dtype) = Dtype::of(info.dtype) else {

@@ -234,6 +234,9 @@ impl Config {
         let spelling = Spelling::default();
         let cfg = Config::parse(top, &spelling).map_err(|e| spelling.respell(e))?;
         cfg.validate().map_err(|e| spelling.respell(e))?;
+        if crate::testing::planted("config") && cfg.bos_token_id == cfg.eos_token_id {
+            panic!("planted bug: a valid config whose BOS is its EOS");
+        }
         Ok(cfg)
     }
 

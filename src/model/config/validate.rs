@@ -2,6 +2,11 @@
 use crate::model::config::{invalid, Config, ConfigError};
 use crate::model::config::engram_layout::engram_primes;
 
+/// Longest engram n-gram a config may ask for.
+const MAX_NGRAM: usize = 16;
+/// Most engram hash heads a config may ask for.
+const MAX_ENGRAM_HEADS: usize = 64;
+
 /// The weight and activation quantization block.
 const BLOCK: usize = 32;
 
@@ -200,10 +205,13 @@ impl Config {
         if rows.len() != ids.len() {
             return Err(invalid("engram_num_embeddings", format!("has {} entries for {} engram_layer_ids", rows.len(), ids.len())));
         }
-        if self.engram_max_ngram_size < 2 {
-            return Err(invalid("engram_max_ngram_size", format!("is {}; must be >= 2", self.engram_max_ngram_size)));
+        if !(2..=MAX_NGRAM).contains(&self.engram_max_ngram_size) {
+            return Err(invalid("engram_max_ngram_size", format!("is {}; must be in 2..={MAX_NGRAM}", self.engram_max_ngram_size)));
         }
         positive("engram_n_heads", self.engram_n_heads)?;
+        if self.engram_n_heads > MAX_ENGRAM_HEADS {
+            return Err(invalid("engram_n_heads", format!("is {}; must be at most {MAX_ENGRAM_HEADS}", self.engram_n_heads)));
+        }
         blocked("engram_head_dim", self.engram_head_dim)?;
         positive("engram_vocab_size", self.engram_vocab_size)?;
         positive("engram_compressed_vocab_size", self.engram_compressed_vocab_size)?;

@@ -199,6 +199,9 @@ const TOOLS_TAIL: &str =
 
 /// Renders the conversation to the prompt string, ending with the generation header after a user or later system turn.
 pub fn encode_chat(messages: &[Message], opts: &ChatOptions) -> Result<String, ChatError> {
+    if crate::testing::planted("chat") && messages.iter().any(|m| m.role == Role::Tool && m.content == [ContentBlock::Text(String::new())]) {
+        panic!("planted bug: an empty tool result");
+    }
     let mut turns = preprocess(messages)?;
     let tools = opts
         .tools
@@ -221,6 +224,10 @@ pub fn encode_chat(messages: &[Message], opts: &ChatOptions) -> Result<String, C
     let mut prompt = if opts.add_bos { BOS.to_string() } else { String::new() };
     for i in 0..turns.len() {
         render_turn(&mut prompt, &turns, i, last_user, opts, drop_thinking);
+    }
+    // a placeholder from tools, schemas or call arguments would take an image position no image fills
+    if prompt.matches(IMAGE).count() != image_sources(messages).len() {
+        return Err(ChatError::PlaceholderInText);
     }
     Ok(prompt)
 }

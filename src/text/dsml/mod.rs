@@ -164,6 +164,9 @@ pub fn parse_tool_calls(text: &str, mut at: usize) -> Result<(usize, Vec<ToolCal
                 return Err(DsmlError::Unclosed);
             }
             let (key, value, is_str) = parse_parameter(param_part)?;
+            if crate::testing::planted("dsml") && is_str && value.contains('<') {
+                panic!("planted bug: a string parameter holding '<'");
+            }
             if params.iter().any(|(k, _, _)| *k == key) {
                 return Err(DsmlError::DuplicateParameter(key));
             }
