@@ -19,7 +19,7 @@ pub struct FuzzArgs {
     /// Seed of the mutations.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Switch each target's planted bug on; the run must find it (needs a `--features testing` build).
+    /// Switch each target's planted bug on and start from the seeds alone; the run must find it (needs a `--features testing` build).
     #[arg(long)]
     pub planted: bool,
     /// The corpus: one folder per target.
@@ -80,7 +80,8 @@ pub fn run(args: &FuzzArgs, out: &mut dyn Write) -> Result<()> {
             continue;
         }
         let dir = args.corpus.join(t.name());
-        let corpus = corpus_of(&dir)?;
+        // a planted run starts from the seeds alone, so the mutations themselves must reach the bug
+        let corpus = if args.planted { Vec::new() } else { corpus_of(&dir)? };
         let r = fuzz(t.as_mut(), corpus, Budget { execs: args.execs, seconds: args.seconds }, args.seed, args.planted).map_err(anyhow::Error::msg)?;
         writeln!(out, "{}", line(&r, args.planted))?;
         let fails = args.failures.join(t.name());

@@ -189,7 +189,8 @@ impl Checkpoint {
             for e in header.entries {
                 let name = canonical_name(&e.name);
                 if let Some(prev) = ck.entries.get(&name) {
-                    let first = ck.shards[prev.shard].path.display().to_string();
+                    // both spellings of one tensor may sit in the shard being read
+                    let first = ck.shards.get(prev.shard).map_or(&path, |s| &s.path).display().to_string();
                     return Err(CheckpointError::Duplicate { name, first, second: path.display().to_string() });
                 }
                 let (start, end) = ((header.data_start + e.start) as usize, (header.data_start + e.end) as usize);
