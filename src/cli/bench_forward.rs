@@ -172,7 +172,8 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         gb(ckpt.names().filter_map(|n| ckpt.get(n)).map(|t| t.bytes.len() as u64).sum()),
     )?;
     let (read, copy, c2b) = ceilings(&gpu, reps.max(3))?;
-    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s; copy kernel: {copy:.1} GB/s (read + written); copy_buffer_to_buffer: {c2b:.1} GB/s")?;
+    let fma = crate::cli::bench_kernels::fma_ceiling(&gpu, reps.max(3))?;
+    writeln!(out, "ceiling stream-read kernel: {read:.1} GB/s; copy kernel: {copy:.1} GB/s (read + written); copy_buffer_to_buffer: {c2b:.1} GB/s; fp32 FMA kernel: {fma:.0} GFLOP/s")?;
     let t0 = Instant::now();
     let experts = preload_experts(&mut s, &model)?;
     fresh(&mut s)?;

@@ -69,6 +69,17 @@ pub fn ceilings(gpu: &Gpu, reps: usize) -> Result<(f64, f64, f64)> {
     Ok((out[0], out[1], out[2]))
 }
 
+/// Measured fp32 FMA ceiling in GFLOP/s (an FMA counts two): independent vec4 chains on every thread of a full grid.
+pub fn fma_ceiling(gpu: &Gpu, reps: usize) -> Result<f64> {
+    let groups = 132 * 16;
+    let dst = gpu.alloc(u64::from(groups) * 256 * 16)?;
+    let iters = if gpu.info.device_type == wgpu::DeviceType::Cpu { 16 } else { 4096 };
+    let key = PipelineKey::new(crate::kernels::ceiling::FMA, &[]);
+    let t = time_median(gpu, reps, &|rec| Ok(rec.dispatch(&key, &[iters, 0x7f80_0001], &[Arg::Whole(&dst)], [groups, 1, 1])?))?;
+    let flops = f64::from(groups) * 256.0 * f64::from(iters) * 8.0 * 4.0 * 2.0;
+    Ok(flops / t / 1e9)
+}
+
 struct Shape {
     label: &'static str,
     fmt: WeightFormat,
@@ -91,7 +102,8 @@ const SHAPES: &[Shape] = &[
 pub fn kernels(gpu: &Gpu, reps: usize, only: Option<&str>) -> Result<()> {
     println!("bench on {} driver={:?}", gpu.describe(), gpu.info.driver_info);
     let (read, copy, c2c) = ceilings(gpu, reps)?;
-    println!("ceilings: stream-read kernel {read:.0} GB/s, copy kernel {copy:.0} GB/s (read+write), copy_buffer_to_buffer {c2c:.0} GB/s");
+    let fma = fma_ceiling(gpu, reps)?;
+    println!("ceilings: stream-read kernel {read:.0} GB/s, copy kernel {copy:.0} GB/s (read+write), copy_buffer_to_buffer {c2c:.0} GB/s, fp32 FMA kernel {fma:.0} GFLOP/s");
     let mut rng = Rng::new(7);
     for s in SHAPES.iter().filter(|s| only.is_none_or(|o| s.label.contains(o))) {
         let wbytes = gemm::row_bytes(s.fmt, s.k) * s.n;

@@ -18,7 +18,7 @@ static ARGMAX: select_contract::SelectKernel = select_contract::SelectKernel { n
 static TOPK: select_contract::SelectKernel = select_contract::SelectKernel { name: "topk", argmax: false };
 
 /// Sources that measure the device rather than compute an op: the contract's fusion and edge probes and the benchmarks' bandwidth instrument.
-pub const INSTRUMENTS: [Shader; 3] = [crate::contract::PROBE_SHADER, crate::contract::EDGE_SHADER, crate::kernels::ceiling::STREAM];
+pub const INSTRUMENTS: [Shader; 4] = [crate::contract::PROBE_SHADER, crate::contract::EDGE_SHADER, crate::kernels::ceiling::STREAM, crate::kernels::ceiling::FMA];
 
 /// Every registered kernel, in contract order.
 pub fn registry() -> Vec<&'static dyn Kernel> {
