@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub const BODY_LIMIT: usize = 8 << 20;
 
 /// The job for a prompt and its settings.
-pub(crate) fn job(state: &AppState, prompt: Vec<u32>, images: Vec<crate::serve::JobImage>, s: &Settings, max_tokens: usize, logprobs: Option<usize>, skip_special: bool, tx: tokio::sync::mpsc::UnboundedSender<crate::serve::Event>) -> Job {
+pub(crate) fn job(state: &AppState, prompt: Vec<u32>, images: Vec<crate::serve::JobImage>, s: &Settings, max_tokens: usize, logprobs: Option<usize>, skip_special: bool, tx: crate::serve::EventSender) -> Job {
     Job {
         id: state.job_id(),
         prompt,

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use crate::serve::{event_channel, EventReceiver, EventSender};
 
 /// Which bits the server serves: the same figures on every device that gives the same bits.
 #[derive(Clone, Debug)]
@@ -80,7 +80,7 @@ pub struct AppState {
 
 /// A job's events; it counts as queued until its first event.
 pub struct JobEvents {
-    rx: UnboundedReceiver<Event>,
+    rx: EventReceiver,
     state: Arc<AppState>,
     waiting: bool,
 }
@@ -155,14 +155,14 @@ impl AppState {
     }
 
     /// Queues the job `make` builds around its event sender; 429 when the queue is full.
-    pub fn submit(self: &Arc<Self>, make: impl FnOnce(tokio::sync::mpsc::UnboundedSender<Event>) -> Job) -> Result<JobEvents, ApiError> {
+    pub fn submit(self: &Arc<Self>, make: impl FnOnce(EventSender) -> Job) -> Result<JobEvents, ApiError> {
         self.available()?;
         let running = self.status.lock().unwrap_or_else(|p| p.into_inner()).lanes.len();
         let queued = self.queued.load(Ordering::Relaxed);
         if queued >= self.max_queue + self.parallel.saturating_sub(running) {
             return Err(ApiError { retry_after: Some(1), ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, format!("the queue is full ({queued} waiting for {} lanes, --max-queue {}); retry later", self.parallel, self.max_queue)) });
         }
-        let (tx, rx) = unbounded_channel();
+        let (tx, rx) = event_channel();
         let job = make(tx);
         self.queued.fetch_add(1, Ordering::Relaxed);
         let events = JobEvents { rx, state: self.clone(), waiting: true };

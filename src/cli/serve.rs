@@ -101,6 +101,32 @@ pub struct ServeArgs {
     /// Serve no page at `/` (the dashboard and chat); `/status` stays.
     #[arg(long)]
     pub no_ui: bool,
+    /// Seconds a stream's client may leave its reply unread before the stream is cancelled.
+    #[arg(long, default_value_t = 60.0)]
+    pub stall_seconds: f64,
+    /// Most bytes of a stream's reply waiting for its client; past it the stream is cancelled.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_unsent_bytes: usize,
+    /// Kernel send buffer of each connection in KiB (0: the system's), so a client that stops reading holds back its stream soon.
+    #[arg(long, default_value_t = 256)]
+    pub send_buffer_kib: usize,
+}
+
+/// A listener on `host:port` whose connections inherit a kernel send buffer of `send_buffer` bytes.
+async fn bind(host: &str, port: u16, send_buffer: usize) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        sock.set_reuseaddr(true)?;
+        if send_buffer > 0 {
+            sock.set_send_buffer_size(u32::try_from(send_buffer).unwrap_or(u32::MAX))?;
+        }
+        match sock.bind(addr) {
+            Ok(()) => return sock.listen(1024),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the host name resolved to no address")))
 }
 
 /// Image input for `serve --vision`: refused with what the checkpoint in `dir` lacks for images.
@@ -198,6 +224,10 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     if args.parallel == 0 || args.round_tokens == 0 {
         bail!("--parallel and --round-tokens must be at least 1");
     }
+    if let Ok(spec) = std::env::var("LOCKSTEP_FAULTS") {
+        let armed = crate::testing::arm_spec(&spec).map_err(|e| anyhow::anyhow!("LOCKSTEP_FAULTS: {e}"))?;
+        eprintln!("faults armed for testing: {}", armed.join(", "));
+    }
     let cfg = Config::from_dir(&args.model).with_context(|| format!("reading the config of {}", args.model.display()))?;
     let vision = vision_input(args, &cfg)?;
     let context = args.context.unwrap_or(cfg.max_position_embeddings);
@@ -238,9 +268,11 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         snapshots,
         draft_block: if args.no_drafts { 0 } else { cfg.dspark_block_size },
         always_draft: args.always_draft,
+        stall: Duration::from_secs_f64(args.stall_seconds.max(0.001)),
+        max_unsent: args.max_unsent_bytes,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind((args.host.as_str(), args.port))).with_context(|| format!("binding {}:{}", args.host, args.port))?;
+    let listener = rt.block_on(bind(&args.host, args.port, args.send_buffer_kib << 10)).with_context(|| format!("binding {}:{}", args.host, args.port))?;
     let addr = listener.local_addr()?;
     eprintln!("listening on http://{addr} (loading {} on {})", args.model.display(), args.device);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();

@@ -53,6 +53,9 @@ pub enum EngineError {
     /// A round named one sequence twice.
     #[error("sequence {0:?} appears twice in one round")]
     Twice(SeqId),
+    /// A fault the tests injected.
+    #[error("injected fault: {0}")]
+    Fault(&'static str),
     /// The forward failed.
     #[error(transparent)]
     Forward(#[from] ForwardError),

@@ -32,6 +32,10 @@ pub struct HostConfig {
     pub draft_block: usize,
     /// Draft every round, past the depth rule.
     pub always_draft: bool,
+    /// A stream whose reader has left its events waiting this long is cancelled.
+    pub stall: Duration,
+    /// A stream whose unread events pass this many bytes is cancelled.
+    pub max_unsent: usize,
 }
 
 /// One decode lane's input this round: the next token, its drafts, and the mark that undoes them.
@@ -54,6 +58,9 @@ pub struct Host<'t, 'm, 'c, E: Executor> {
     pace: super::pace::Pace,
     /// Prompt tokens computed and tokens generated since the start, published with the status.
     totals: (u64, u64),
+    /// Whether snapshot writes are failing (the first failure is logged, the rest counted).
+    snapshot_failing: bool,
+    snapshot_errors: u64,
 }
 
 /// A failure that ends serving (the device is lost).
@@ -70,7 +77,7 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
     /// A host whose depth rule starts from `pace` (the warm-up's timings).
     pub fn with_pace(engine: Engine<'m, 'c, E>, tok: &'t Tokenizer, cfg: HostConfig, status: Arc<Mutex<Status>>, pace: super::pace::Pace) -> Self {
         let cache = PromptCache::new(cfg.cache_bytes);
-        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace, totals: (0, 0) };
+        let mut h = Host { engine, tok, cfg, queue: VecDeque::new(), lanes: Vec::new(), cache, status, drain: None, pace, totals: (0, 0), snapshot_failing: false, snapshot_errors: 0 };
         h.load_snapshots();
         h.publish();
         h
@@ -78,6 +85,10 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
 
     fn load_snapshots(&mut self) {
         let Some(dir) = &self.cfg.snapshots else { return };
+        let torn = dir.remove_torn();
+        if torn > 0 {
+            eprintln!("snapshot: removed {torn} unfinished temporary files of writes cut short");
+        }
         for (path, snap) in dir.read_all() {
             let loaded = snap.and_then(|s| {
                 let seq = self.engine.restore(&s.state).map_err(|e| e.to_string())?;
@@ -225,7 +236,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
 
     fn leave_abandoned(&mut self) {
         for lane in std::mem::take(&mut self.lanes) {
-            if lane.abandoned() {
+            let (unsent, stalled) = (lane.job.events.unsent(), lane.job.events.stalled());
+            if unsent > self.cfg.max_unsent || stalled > self.cfg.stall {
+                let why = format!("cancelled: the client left {unsent} bytes unread for {:.1} s (--stall-seconds {}, --max-unsent-bytes {})", stalled.as_secs_f64(), self.cfg.stall.as_secs_f64(), self.cfg.max_unsent);
+                eprintln!("{}: {why}", lane.job.id);
+                let _ = lane.job.events.send(Event::Error(JobError::Unavailable(why)));
+                self.drop_lane(lane);
+            } else if lane.abandoned() {
                 self.drop_lane(lane);
             } else {
                 self.lanes.push(lane);
@@ -282,8 +299,17 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
         }
         if let Some(dir) = &self.cfg.snapshots {
             if let Ok(state) = self.engine.state_bytes(seq) {
-                if let Err(e) = dir.write(&Snapshot { key: key.clone(), logits: logits.clone(), state }) {
-                    eprintln!("snapshot: {e}");
+                match dir.write(&Snapshot { key: key.clone(), logits: logits.clone(), state }) {
+                    Err(_) if self.snapshot_failing => self.snapshot_errors += 1,
+                    Err(e) => {
+                        eprintln!("snapshot: {e}; the prompt cache keeps serving from memory, and further write errors are counted, not logged");
+                        (self.snapshot_failing, self.snapshot_errors) = (true, 1);
+                    }
+                    Ok(_) if self.snapshot_failing => {
+                        eprintln!("snapshot: writes work again after {} failed", self.snapshot_errors);
+                        (self.snapshot_failing, self.snapshot_errors) = (false, 0);
+                    }
+                    Ok(_) => {}
                 }
             }
         }
@@ -344,8 +370,11 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             .zip(&spans)
             .map(|((p, &(i, _, _)), s)| Work { seq: self.lanes[i].seq, input: &s[..], rows: if windows.get(p).is_some_and(|w| w.tokens.len() > 1) { LogitRows::All } else { LogitRows::Last } })
             .collect();
-        let out = self.engine.round(&work, &mut Taps::default());
+        let mut out = self.engine.round(&work, &mut Taps::default());
         drop(work);
+        if crate::testing::fault("device_round") {
+            out = Err(EngineError::Fault("device_round"));
+        }
         let logits = match out {
             Ok(l) => l,
             Err(e) => return self.fail_round(&plan, e),

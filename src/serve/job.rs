@@ -1,7 +1,10 @@
 //! What a request hands the lane host, and what the host streams back.
 use crate::engine::Sampler;
 use std::time::Instant;
-use tokio::sync::mpsc::UnboundedSender;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// One generation request, as the lane host runs it.
 pub struct Job {
@@ -34,7 +37,7 @@ pub struct Job {
     /// Drafts forced from an expected reply (a benchmark hook), in place of the draft head's.
     pub forced: Option<Forced>,
     /// Where the host streams events; a dropped receiver cancels the job.
-    pub events: UnboundedSender<Event>,
+    pub events: EventSender,
     /// When the request arrived.
     pub arrived: Instant,
 }
@@ -191,4 +194,95 @@ pub enum Command {
     Submit(Job),
     /// Stop admitting; finish running jobs by the deadline, then cancel the rest and return.
     Drain(Instant),
+}
+
+/// How far a stream's reader lags: the bytes sent and not yet taken, and when it last took one.
+#[derive(Debug)]
+struct Flow {
+    unsent: AtomicUsize,
+    taken_ms: AtomicU64,
+    origin: Instant,
+}
+
+impl Flow {
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+}
+
+/// The host's end of a job's events, counting what the reader has not taken yet.
+#[derive(Debug, Clone)]
+pub struct EventSender {
+    tx: UnboundedSender<Event>,
+    flow: Arc<Flow>,
+}
+
+/// The request's end of a job's events.
+#[derive(Debug)]
+pub struct EventReceiver {
+    rx: UnboundedReceiver<Event>,
+    flow: Arc<Flow>,
+}
+
+/// A job's event channel.
+pub fn event_channel() -> (EventSender, EventReceiver) {
+    let (tx, rx) = unbounded_channel();
+    let flow = Arc::new(Flow { unsent: AtomicUsize::new(0), taken_ms: AtomicU64::new(0), origin: Instant::now() });
+    (EventSender { tx, flow: flow.clone() }, EventReceiver { rx, flow })
+}
+
+impl Event {
+    /// About how many bytes the event holds until its reader takes it.
+    pub fn bytes(&self) -> usize {
+        64 + match self {
+            Event::Token { text, logprob, .. } => text.len() + logprob.as_ref().map_or(0, |l| 8 * (1 + l.top.len())),
+            Event::Text(t) => t.len(),
+            Event::Done(f) => 4 * f.tokens.len(),
+            Event::Started { .. } | Event::Error(_) => 0,
+        }
+    }
+}
+
+impl EventSender {
+    /// Sends `e`; an error when the reader is gone.
+    pub fn send(&self, e: Event) -> Result<(), Box<tokio::sync::mpsc::error::SendError<Event>>> {
+        let n = e.bytes();
+        if self.flow.unsent.fetch_add(n, Ordering::Relaxed) == 0 {
+            self.flow.taken_ms.store(self.flow.now_ms(), Ordering::Relaxed);
+        }
+        self.tx.send(e).map_err(|e| {
+            self.flow.unsent.fetch_sub(n, Ordering::Relaxed);
+            Box::new(e)
+        })
+    }
+
+    /// Whether the reader is gone.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Bytes sent and not yet taken.
+    pub fn unsent(&self) -> usize {
+        self.flow.unsent.load(Ordering::Relaxed)
+    }
+
+    /// How long the reader has left events waiting (zero when none wait).
+    pub fn stalled(&self) -> Duration {
+        if self.unsent() == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(self.flow.now_ms().saturating_sub(self.flow.taken_ms.load(Ordering::Relaxed)))
+    }
+}
+
+impl EventReceiver {
+    /// The next event; `None` when the host dropped the job.
+    pub async fn recv(&mut self) -> Option<Event> {
+        let e = self.rx.recv().await;
+        if let Some(e) = &e {
+            self.flow.unsent.fetch_sub(e.bytes(), Ordering::Relaxed);
+            self.flow.taken_ms.store(self.flow.now_ms(), Ordering::Relaxed);
+        }
+        e
+    }
 }

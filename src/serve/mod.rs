@@ -9,6 +9,6 @@ pub mod snapshot;
 pub mod status;
 
 pub use host::{Host, HostConfig, Lost};
-pub use job::{Command, Event, Finish, FinishReason, Forced, Job, JobError, JobImage, Speculative, TokenLogprob};
+pub use job::{event_channel, Command, Event, EventReceiver, EventSender, Finish, FinishReason, Forced, Job, JobError, JobImage, Speculative, TokenLogprob};
 pub use lane::token_sha;
 pub use status::{LaneStatus, Status};

@@ -127,9 +127,16 @@ impl SnapshotDir {
             total -= n;
         }
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, &bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        write_synced(&tmp, &bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("renaming {}: {e}", tmp.display()))?;
         Ok(Some(path))
+    }
+
+    /// Removes the temporary files of writes a kill cut short; how many.
+    pub fn remove_torn(&self) -> usize {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return 0 };
+        let torn: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "tmp") && p.symlink_metadata().is_ok_and(|m| m.is_file())).collect();
+        torn.iter().filter(|p| std::fs::remove_file(p).is_ok()).count()
     }
 
     /// Every snapshot file, newest last: its path and what it holds, or why it was refused.
@@ -142,6 +149,23 @@ impl SnapshotDir {
             })
             .collect()
     }
+}
+
+/// Writes `bytes` to `path` and syncs them to the disk (the injected faults refuse the write, or pause it halfway).
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if crate::testing::fault("snapshot_write") {
+        return Err(std::io::Error::other("injected fault: no space left on device"));
+    }
+    let mut f = std::fs::File::create(path)?;
+    let half = bytes.len() / 2;
+    f.write_all(&bytes[..half])?;
+    if crate::testing::fault("snapshot_slow") {
+        f.flush()?;
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    f.write_all(&bytes[half..])?;
+    f.sync_all()
 }
 
 /// Whether `path` is inside a folder that exists or can be made.

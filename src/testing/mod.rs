@@ -120,7 +120,7 @@ pub fn arm_spec(spec: &str) -> Result<Vec<String>, String> {
 }
 
 /// Every fault the server can inject.
-pub const FAULTS: &[&str] = &["device_round", "snapshot_write"];
+pub const FAULTS: &[&str] = &["device_round", "snapshot_write", "snapshot_slow"];
 
 #[cfg(test)]
 mod tests {

@@ -38,9 +38,15 @@ pub fn root() -> PathBuf {
 impl Server {
     /// Starts `lockstep serve --model DIR --port 0` with `extra` flags and waits for `/health` to answer 200.
     pub fn start(model: &Path, extra: &[&str]) -> Server {
+        Server::start_env(model, extra, &[])
+    }
+
+    /// [`Server::start`] with environment variables set for the child.
+    pub fn start_env(model: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lockstep"))
             .args(["serve", "--model", model.to_str().expect("utf-8"), "--port", "0"])
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
