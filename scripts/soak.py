@@ -540,6 +540,7 @@ def main():
                                                                             "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")},
         "status_errors": sum(1 for s in samples if "error" in s),
         "samples": len(samples),
+        "series": [[round(s["t"] - t0, 1), s.get("rss"), s.get("cache_bytes"), s.get("running"), s.get("waiting")] for s in samples[::10]],
     }
     reasons = [r for r, bad in (("unequal replies", tot["unequal"]), ("failed requests", tot["failed"]),
                                 ("server not idle at the end", not idle), ("prompt cache above its budget", over_budget),
@@ -559,6 +560,11 @@ def main():
             line += (f"; second half {mib(mem['half_first_rss'])} -> {mib(mem['half_last_rss'])}, spread {mib(mem['half_rss_spread'])},"
                      f" cache growth {mib(mem['half_cache_growth'])}, beyond the cache {mib(mem['beyond_cache'])}")
         print(line)
+        per_min = {}
+        for s in samples:
+            if s.get("rss") is not None:
+                per_min[int((s["t"] - t0) // 60)] = s["rss"]
+        print("rss at each minute's end: " + ", ".join(f"{m + 1}: {mib(v)}" for m, v in sorted(per_min.items())))
     print(f"prompt cache: peak {mib(peak_cache)} of {mib(budget)} budget, final {mib(last.get('cache_bytes'))},"
           f" {last.get('cache_entries')} entries, hits {last.get('cache_hits')} of {last.get('cache_queries')} tokens")
     print(f"end: idle {idle} ({end_state}); fds start {first.get('fds')} end {last.get('fds')} (slack {args.fd_slack})")
