@@ -56,6 +56,7 @@ impl ApiError {
             (Dialect::OpenAi, 401) => "authentication_error",
             (Dialect::OpenAi, 404) => "not_found_error",
             (Dialect::OpenAi, 429) => "rate_limit_error",
+            (Dialect::OpenAi, 504) => "timeout_error",
             (Dialect::OpenAi, 500..) => "server_error",
             (Dialect::OpenAi, _) => "invalid_request_error",
             (Dialect::Anthropic, 401) => "authentication_error",
@@ -64,6 +65,7 @@ impl ApiError {
             (Dialect::Anthropic, 413) => "request_too_large",
             (Dialect::Anthropic, 429) => "rate_limit_error",
             (Dialect::Anthropic, 503) => "overloaded_error",
+            (Dialect::Anthropic, 504) => "timeout_error",
             (Dialect::Anthropic, 500..) => "api_error",
             (Dialect::Anthropic, _) => "invalid_request_error",
         }

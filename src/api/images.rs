@@ -1,5 +1,6 @@
-//! Images in requests: inline data read from the messages, checked against the server's limits, preprocessed off the async threads, and expanded into spans of the prompt.
+//! Images in requests: inline data read from the messages or fetched URLs, checked against the server's limits, preprocessed off the async threads, and expanded into spans of the prompt.
 use super::error::{ApiError, Dialect};
+use super::fetch::Fetcher;
 use crate::serve::JobImage;
 use crate::vision::{self, Settings, VisionError};
 use axum::http::StatusCode;
@@ -22,17 +23,24 @@ pub struct VisionLimits {
     pub image_token: u32,
 }
 
-/// Image input of a server: its limits and the slots that bound how many images are preprocessed at once.
+/// Image input of a server: its limits, the slots that bound how many images are preprocessed at once, and the URL fetcher when URLs are taken.
 pub struct Vision {
     /// The limits.
     pub limits: VisionLimits,
     slots: Arc<Semaphore>,
+    fetch: Option<Fetcher>,
 }
 
 impl Vision {
     /// Image input under `limits`, preprocessing at most `at_once` images at a time.
     pub fn new(limits: VisionLimits, at_once: usize) -> Self {
-        Vision { limits, slots: Arc::new(Semaphore::new(at_once.max(1))) }
+        Vision { limits, slots: Arc::new(Semaphore::new(at_once.max(1))), fetch: None }
+    }
+
+    /// Takes image URLs, fetched by `fetch` (`--fetch-image-urls`).
+    pub fn with_fetch(mut self, fetch: Option<Fetcher>) -> Self {
+        self.fetch = fetch;
+        self
     }
 
     /// The request body limit that lets the largest allowed images through as base64, beside `text` bytes of the rest.
@@ -90,7 +98,7 @@ pub async fn prepare(vision: Option<&Vision>, d: Dialect, ids: Vec<u32>, inputs:
     let mut bytes = Vec::with_capacity(inputs.len());
     let mut tokens = 0u64;
     for input in &inputs {
-        let b = inline_bytes(input, l).map_err(|m| bad(&input.at, m))?;
+        let b = image_bytes(input, v).await.map_err(|m| bad(&input.at, m))?;
         let (_, w, h) = vision::check_pixels(&b, l.settings.max_pixels).map_err(|e| bad(&input.at, explain(&e)))?;
         tokens += vision::plan(w, h, &l.settings).map_err(|e| bad(&input.at, explain(&e)))?.tokens;
         bytes.push(b);
@@ -115,12 +123,21 @@ pub async fn prepare(vision: Option<&Vision>, d: Dialect, ids: Vec<u32>, inputs:
     expand(ids, images, l).map_err(|m| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m).dialect(d))
 }
 
+/// An image's bytes: fetched from its URL when the server takes URLs, else decoded from base64; within the byte limit, an image format, its declared media type matching its data.
+async fn image_bytes(input: &ImageInput, v: &Vision) -> Result<Vec<u8>, String> {
+    match (&input.source, &v.fetch) {
+        (Source::Url(_), None) => Err("this server does not fetch image URLs: fetching is off (--fetch-image-urls turns it on); send the image inline as base64 (a `data:image/...;base64,` URL, or an Anthropic `base64` source)".into()),
+        (Source::Url(url), Some(f)) => {
+            let bytes = f.fetch(url).await?;
+            vision::decode::sniff(&bytes).map_err(|e| explain(&e))?;
+            Ok(bytes)
+        }
+        (Source::Inline { data, media_type }, _) => inline_bytes(data, media_type.as_deref(), &v.limits),
+    }
+}
+
 /// The decoded bytes of an inline image within the byte limit, its declared media type matching its data.
-fn inline_bytes(input: &ImageInput, l: &VisionLimits) -> Result<Vec<u8>, String> {
-    let (data, media) = match &input.source {
-        Source::Url(_) => return Err("this server does not fetch image URLs; send the image inline as base64 (a `data:image/...;base64,` URL, or an Anthropic `base64` source)".into()),
-        Source::Inline { data, media_type } => (data, media_type),
-    };
+fn inline_bytes(data: &str, media: Option<&str>, l: &VisionLimits) -> Result<Vec<u8>, String> {
     let approx = data.len() / 4 * 3;
     if approx > l.max_image_bytes + 3 {
         return Err(format!("the image is about {approx} bytes; this server takes at most {} bytes per image (--max-image-bytes)", l.max_image_bytes));

@@ -2,7 +2,9 @@
 pub mod anthropic;
 pub mod chat;
 pub mod error;
+pub mod fetch;
 pub mod images;
+pub mod listen;
 pub mod metrics;
 pub mod openai;
 pub mod page;
@@ -12,7 +14,8 @@ pub mod state;
 
 use crate::serve::Job;
 use crate::text::{ReasoningEffort, ToolCall};
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
+use futures_util::StreamExt;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -152,10 +155,25 @@ pub(crate) fn tool_choice(f: &Fields<'_>, v: Option<&Value>, tools: &[Value], th
     }
 }
 
-/// Reads a JSON body within the limit; bad UTF-8, bad JSON and an oversized body are 4xx in `d`'s shape.
+/// Reads a JSON body within the limit (a declared length past it refused before reading); bad UTF-8, bad JSON, an oversized body and one that stalls are 4xx in `d`'s shape.
 async fn json_body(state: &AppState, req: Request, d: Dialect) -> Result<Value, ApiError> {
     let limit = state.body_limit();
-    let bytes = to_bytes(req.into_body(), limit).await.map_err(|_| ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {limit} bytes")).dialect(d))?;
+    let too_big = || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {limit} bytes")).dialect(d);
+    let declared = req.headers().get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|s| s.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_big());
+    }
+    let mut body = req.into_body().into_data_stream();
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    loop {
+        let stalled = || ApiError::new(StatusCode::REQUEST_TIMEOUT, format!("the request body stalled: no byte arrived for {} s (--idle-timeout)", state.idle_timeout.as_secs_f64())).dialect(d);
+        match tokio::time::timeout(state.idle_timeout, body.next()).await.map_err(|_| stalled())? {
+            None => break,
+            Some(Ok(chunk)) if bytes.len() + chunk.len() > limit => return Err(too_big()),
+            Some(Ok(chunk)) => bytes.extend_from_slice(&chunk),
+            Some(Err(e)) => return Err(ApiError::bad(format!("reading the request body failed: {e}")).dialect(d)),
+        }
+    }
     let text = std::str::from_utf8(&bytes).map_err(|e| ApiError::bad(format!("the request body is not UTF-8: {e}")).dialect(d))?;
     serde_json::from_str(text).map_err(|e| ApiError::bad(format!("the request body is not valid JSON: {e}")).dialect(d))
 }
@@ -177,12 +195,17 @@ fn presented_key(req: &Request) -> Option<&str> {
     h.get("authorization").and_then(|v| v.to_str().ok()).and_then(|s| s.strip_prefix("Bearer ")).or_else(|| h.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
-/// Request ids on every reply, and the API key on every route but `/health`, `/metrics` and the page's static files (which hold no data).
+/// Whether `path` is served without the key: `/health` (for probes) and the page's static files (they hold no server data; the page asks for the key).
+fn open_route(state: &AppState, path: &str) -> bool {
+    path == "/health" || (state.ui && matches!(path, "/" | "/ui/app.js" | "/ui/app.css"))
+}
+
+/// Request ids on every reply, and the API key on every route but the open ones.
 async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
     let rid = request_id(&req);
     let path = req.uri().path().to_string();
     let dialect = if path.starts_with("/v1/messages") { Dialect::Anthropic } else { Dialect::OpenAi };
-    let open = matches!(path.as_str(), "/health" | "/metrics") || (state.ui && matches!(path.as_str(), "/" | "/ui/app.js" | "/ui/app.css"));
+    let open = open_route(&state, &path);
     let mut resp = match (&state.api_key, open) {
         (Some(key), false) if presented_key(&req).is_none_or(|k| !constant_eq(k.as_bytes(), key.as_bytes())) => ApiError::new(StatusCode::UNAUTHORIZED, "a valid API key is required (Authorization: Bearer KEY or x-api-key)").dialect(dialect).into_response(),
         _ => {
@@ -196,8 +219,11 @@ async fn guard(State(state): State<Arc<AppState>>, mut req: Request, next: Next)
     resp
 }
 
+/// Whether two keys are equal, in time independent of where they differ and of their lengths: their SHA-256 digests are compared in full.
 fn constant_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use sha2::{Digest, Sha256};
+    let (da, db) = (Sha256::digest(a), Sha256::digest(b));
+    da.iter().zip(db.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The request's id, set by the guard.
@@ -310,4 +336,19 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(wrong_method)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::constant_eq;
+
+    #[test]
+    fn keys_are_equal_only_when_every_byte_and_the_length_match() {
+        let key = b"k3y-5ecr3t-0123456789";
+        assert!(constant_eq(key, key));
+        assert!(constant_eq(b"", b""));
+        for other in [&key[..key.len() - 1], b"k3y-5ecr3t-0123456788", b"K3y-5ecr3t-0123456789", b"k3y-5ecr3t-01234567890", b""] {
+            assert!(!constant_eq(other, key) && !constant_eq(key, other), "{}", String::from_utf8_lossy(other));
+        }
+    }
 }

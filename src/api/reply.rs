@@ -52,6 +52,7 @@ pub fn job_error(e: &JobError) -> ApiError {
         JobError::Invalid(m) => ApiError::bad(m.clone()),
         JobError::Unavailable(m) => ApiError { retry_after: Some(1), ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, m.clone()) },
         JobError::Engine(m) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m.clone()),
+        JobError::TimedOut(m) => ApiError::new(StatusCode::GATEWAY_TIMEOUT, m.clone()),
     }
 }
 

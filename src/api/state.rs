@@ -1,12 +1,13 @@
 //! What every handler shares: the lane host's channel, the tokenizer, the status, the metrics, the bits' identity, and the admission rules.
 use super::error::ApiError;
 use super::metrics::Metrics;
-use crate::serve::{Command, Event, Job, Status};
+use crate::serve::{Command, Event, Job, JobError, Status};
 use crate::text::Tokenizer;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 use crate::serve::{event_channel, EventReceiver, EventSender};
 
 /// Which bits the server serves: the same figures on every device that gives the same bits.
@@ -75,22 +76,46 @@ pub struct AppState {
     pub ui: bool,
     /// Token rates for the page.
     pub rates: super::metrics::Rates,
+    /// Most time a request may hold a lane (`--request-timeout`).
+    pub request_timeout: Duration,
+    /// Most time a request body may go without a byte arriving (`--idle-timeout`).
+    pub idle_timeout: Duration,
     next: AtomicU64,
 }
 
-/// A job's events; it counts as queued until its first event.
+/// A job's events; it counts as queued until its first event, and from then has `request_timeout` to end.
 pub struct JobEvents {
     rx: EventReceiver,
     state: Arc<AppState>,
     waiting: bool,
+    deadline: Option<tokio::time::Instant>,
+    tokens: usize,
 }
 
 impl JobEvents {
-    /// The next event; `None` when the host dropped the job.
+    /// The next event; `None` when the host dropped the job; an error once the job has held its lane past the time limit (dropping the events then frees the lane).
     pub async fn next(&mut self) -> Option<Event> {
-        let e = self.rx.recv().await;
+        let e = match self.deadline {
+            None => self.rx.recv().await,
+            Some(at) if at <= tokio::time::Instant::now() => return Some(Event::Error(self.timed_out())),
+            Some(at) => match tokio::time::timeout_at(at, self.rx.recv()).await {
+                Ok(e) => e,
+                Err(_) => return Some(Event::Error(self.timed_out())),
+            },
+        };
+        if self.waiting && e.is_some() {
+            self.deadline = Some(tokio::time::Instant::now() + self.state.request_timeout);
+        }
+        if let Some(Event::Token { .. }) = e {
+            self.tokens += 1;
+        }
         self.taken();
         e
+    }
+
+    fn timed_out(&self) -> JobError {
+        let limit = self.state.request_timeout.as_secs_f64();
+        JobError::TimedOut(format!("the request ran past this server's time limit of {limit} s on a lane (--request-timeout) after {} tokens and was cancelled; ask for fewer tokens", self.tokens))
     }
 
     fn taken(&mut self) {
@@ -109,7 +134,13 @@ impl Drop for JobEvents {
 impl AppState {
     /// State for a host on `host`.
     pub fn new(host: mpsc::Sender<Command>, tok: Arc<Tokenizer>, status: Arc<Mutex<Status>>, model: ModelInfo, api_key: Option<String>, max_queue: usize, parallel: usize) -> Self {
-        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), vision: None, ui: true, rates: Default::default(), next: AtomicU64::new(1) }
+        AppState { host: Mutex::new(host), tok, status, metrics: Metrics::default(), identity: Mutex::new(None), model, api_key, max_queue, parallel, queued: AtomicUsize::new(0), draining: AtomicBool::new(false), vision: None, ui: true, rates: Default::default(), request_timeout: Duration::from_secs(600), idle_timeout: Duration::from_secs(60), next: AtomicU64::new(1) }
+    }
+
+    /// Cancels a request that holds a lane longer than `request`, and refuses a body that stalls for `idle`.
+    pub fn with_timeouts(mut self, request: Duration, idle: Duration) -> Self {
+        (self.request_timeout, self.idle_timeout) = (request, idle);
+        self
     }
 
     /// Takes images under `vision`.
@@ -165,7 +196,7 @@ impl AppState {
         let (tx, rx) = event_channel();
         let job = make(tx);
         self.queued.fetch_add(1, Ordering::Relaxed);
-        let events = JobEvents { rx, state: self.clone(), waiting: true };
+        let events = JobEvents { rx, state: self.clone(), waiting: true, deadline: None, tokens: 0 };
         let sent = self.host.lock().unwrap_or_else(|p| p.into_inner()).send(Command::Submit(job));
         if sent.is_err() {
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the engine has stopped"));

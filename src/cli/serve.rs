@@ -1,6 +1,8 @@
 //! `lockstep serve`: load the model on one device, start the lane host on its own thread, and answer HTTP until SIGTERM drains it.
 use super::run::{gpu_executor, open_device, token_map, tokenizer_path, weights_line, VerifyWeights};
+use crate::api::fetch::Fetcher;
 use crate::api::images::{Vision, VisionLimits};
+use crate::api::listen::Limits;
 use crate::api::state::{AppState, Identity, ModelInfo};
 use crate::engine::Engine;
 use crate::exec::observe::{NanGuard, Observed};
@@ -110,6 +112,21 @@ pub struct ServeArgs {
     /// Kernel send buffer of each connection in KiB (0: the system's), so a client that stops reading holds back its stream soon.
     #[arg(long, default_value_t = 256)]
     pub send_buffer_kib: usize,
+    /// Most connections open at once; further ones wait in the listen queue until one closes.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Seconds a connection may go without sending a whole request head (from its opening or its previous reply's end) before it is closed, and a request body without a byte (408).
+    #[arg(long, default_value_t = 60.0)]
+    pub idle_timeout: f64,
+    /// Seconds a request may hold a lane; past it the request is cancelled with a 504 (an error event when streaming).
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout: f64,
+    /// Fetch `image_url` and Anthropic `url` images over http and https, from public addresses only (needs --vision).
+    #[arg(long, requires = "vision")]
+    pub fetch_image_urls: bool,
+    /// Seconds one image URL may take to fetch, its redirects included.
+    #[arg(long, default_value_t = 10.0)]
+    pub image_fetch_timeout: f64,
 }
 
 /// A listener on `host:port` whose connections inherit a kernel send buffer of `send_buffer` bytes.
@@ -145,7 +162,16 @@ fn vision_input(args: &ServeArgs, cfg: &Config) -> Result<Option<Vision>> {
     settings.check().map_err(|e| anyhow::anyhow!("--vision: {e}"))?;
     let limits = VisionLimits { settings, max_images: args.max_images, max_image_bytes: args.max_image_bytes, max_image_tokens: args.max_image_tokens, image_token: cfg.image_token_id as u32 };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Ok(Some(Vision::new(limits, cores)))
+    let fetch = match args.fetch_image_urls {
+        false => None,
+        true if args.image_fetch_timeout <= 0.0 => bail!("--image-fetch-timeout must be above 0"),
+        true => Some(Fetcher::new(args.max_image_bytes, Duration::from_secs_f64(args.image_fetch_timeout)).map_err(anyhow::Error::msg)?),
+    };
+    if let Ok(spec) = std::env::var("LOCKSTEP_FETCH_ALLOW") {
+        let allowed = crate::testing::allow_fetch(&spec).map_err(|e| anyhow::anyhow!("LOCKSTEP_FETCH_ALLOW: {e}"))?;
+        eprintln!("image URLs may be fetched from these test addresses: {allowed:?}");
+    }
+    Ok(Some(Vision::new(limits, cores).with_fetch(fetch)))
 }
 
 /// sha256 over the checkpoint's config, index and every safetensors header, in file-name order.
@@ -221,8 +247,11 @@ fn probe(gpu: Option<&Gpu>, bytes: u64) -> Result<(), String> {
 
 /// Runs `lockstep serve` until SIGTERM (exit 0 after the drain) or a lost device (an error).
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    if args.parallel == 0 || args.round_tokens == 0 {
-        bail!("--parallel and --round-tokens must be at least 1");
+    if args.parallel == 0 || args.round_tokens == 0 || args.max_connections == 0 {
+        bail!("--parallel, --round-tokens and --max-connections must be at least 1");
+    }
+    if args.idle_timeout <= 0.0 || args.request_timeout <= 0.0 {
+        bail!("--idle-timeout and --request-timeout must be above 0");
     }
     if let Ok(spec) = std::env::var("LOCKSTEP_FAULTS") {
         let armed = crate::testing::arm_spec(&spec).map_err(|e| anyhow::anyhow!("LOCKSTEP_FAULTS: {e}"))?;
@@ -251,12 +280,10 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let fp = fingerprint(&args.model)?;
     let status = Arc::new(Mutex::new(Status::default()));
     let (tx, rx) = mpsc::channel::<Command>();
-    let state = Arc::new(AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel).with_vision(vision).with_ui(!args.no_ui));
+    let state = AppState::new(tx.clone(), tok.clone(), status.clone(), info, api_key, args.max_queue, args.parallel).with_vision(vision).with_ui(!args.no_ui);
+    let state = Arc::new(state.with_timeouts(Duration::from_secs_f64(args.request_timeout), Duration::from_secs_f64(args.idle_timeout)));
     let snapshots = match &args.snapshot_dir {
-        Some(d) => {
-            crate::serve::snapshot::usable(d).map_err(anyhow::Error::msg)?;
-            Some(SnapshotDir { dir: d.clone(), budget: (args.snapshot_gib * (1u64 << 30) as f64) as u64, fingerprint: fp })
-        }
+        Some(d) => Some(SnapshotDir::open(d, (args.snapshot_gib * (1u64 << 30) as f64) as u64, fp).map_err(anyhow::Error::msg)?),
         None => None,
     };
     let host_cfg = HostConfig {
@@ -288,14 +315,14 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         .context("starting the lane host")?;
     let app = crate::api::router(state.clone());
     let drain = Duration::from_secs_f64(args.drain_seconds.max(0.0));
+    let limits = Limits { max_connections: args.max_connections, idle: Duration::from_secs_f64(args.idle_timeout) };
     rt.block_on(async move {
         tokio::spawn(crate::api::page::sample(state.clone()));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stop_rx.await;
-            }).await
-        });
+        let stop = async move {
+            let _ = stop_rx.await;
+        };
+        let server = tokio::spawn(crate::api::listen::serve(listener, app, limits, stop, Duration::from_secs(5)));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let outcome = tokio::select! {
             r = done_rx => r.unwrap_or_else(|_| Err("the lane host stopped".into())),

@@ -177,13 +177,15 @@ pub enum JobError {
     Unavailable(String),
     /// The engine failed while running it.
     Engine(String),
+    /// It held its lane past the server's time limit and was cancelled.
+    TimedOut(String),
 }
 
 impl JobError {
     /// The message.
     pub fn message(&self) -> &str {
         match self {
-            JobError::Invalid(m) | JobError::Unavailable(m) | JobError::Engine(m) => m,
+            JobError::Invalid(m) | JobError::Unavailable(m) | JobError::Engine(m) | JobError::TimedOut(m) => m,
         }
     }
 }

@@ -99,13 +99,20 @@ pub struct SnapshotDir {
 }
 
 impl SnapshotDir {
-    /// Snapshot files in the folder with their size and age, oldest first.
+    /// The folder `dir` (made if missing, then resolved once to its canonical path) holding at most `budget` bytes of snapshots of the checkpoint `fingerprint`.
+    pub fn open(dir: &Path, budget: u64, fingerprint: [u8; 32]) -> Result<SnapshotDir, String> {
+        usable(dir)?;
+        let dir = std::fs::canonicalize(dir).map_err(|e| format!("snapshot dir {}: {e}", dir.display()))?;
+        Ok(SnapshotDir { dir, budget, fingerprint })
+    }
+
+    /// Snapshot files in the folder with their size and age, oldest first: regular files directly in it named as [`file_name`] names them, never a link.
     fn files(&self) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
         let Ok(rd) = std::fs::read_dir(&self.dir) else { return Vec::new() };
         let mut v: Vec<_> = rd
             .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == EXT))
-            .filter_map(|e| e.metadata().ok().map(|m| (e.path(), m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))))
+            .filter(|e| e.file_name().to_str().is_some_and(is_snapshot_name))
+            .filter_map(|e| std::fs::symlink_metadata(e.path()).ok().filter(|m| m.is_file()).map(|m| (e.path(), m.len(), m.modified().unwrap_or(std::time::UNIX_EPOCH))))
             .collect();
         v.sort_by_key(|f| f.2);
         v
@@ -127,6 +134,10 @@ impl SnapshotDir {
             total -= n;
         }
         let tmp = path.with_extension("tmp");
+        if tmp.symlink_metadata().is_ok() {
+            // a stale entry (a link included) is removed, never written through
+            std::fs::remove_file(&tmp).map_err(|e| format!("removing {}: {e}", tmp.display()))?;
+        }
         write_synced(&tmp, &bytes).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("renaming {}: {e}", tmp.display()))?;
         Ok(Some(path))
@@ -144,7 +155,7 @@ impl SnapshotDir {
         self.files()
             .into_iter()
             .map(|(p, _, _)| {
-                let r = std::fs::read(&p).map_err(|e| e.to_string()).and_then(|b| decode(&self.fingerprint, &b));
+                let r = read_regular(&p).map_err(|e| e.to_string()).and_then(|b| decode(&self.fingerprint, &b));
                 (p, r)
             })
             .collect()
@@ -157,7 +168,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if crate::testing::fault("snapshot_write") {
         return Err(std::io::Error::other("injected fault: no space left on device"));
     }
-    let mut f = std::fs::File::create(path)?;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
     let half = bytes.len() / 2;
     f.write_all(&bytes[..half])?;
     if crate::testing::fault("snapshot_slow") {
@@ -166,6 +177,26 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     f.write_all(&bytes[half..])?;
     f.sync_all()
+}
+
+/// Whether `name` is a snapshot's file name: 32 lowercase hex digits and the extension.
+fn is_snapshot_name(name: &str) -> bool {
+    name.strip_suffix(EXT).and_then(|n| n.strip_suffix('.')).is_some_and(|h| h.len() == 32 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// The bytes of `path` when it is a regular file, and still the file [`SnapshotDir::files`] listed when opened (a link swapped in is refused).
+fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let listed = std::fs::symlink_metadata(path)?;
+    let mut f = std::fs::File::open(path)?;
+    let opened = f.metadata()?;
+    if !listed.is_file() || !opened.is_file() || (listed.dev(), listed.ino()) != (opened.dev(), opened.ino()) {
+        return Err(std::io::Error::other("not a regular file in the snapshot dir"));
+    }
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Whether `path` is inside a folder that exists or can be made.
@@ -190,6 +221,38 @@ mod tests {
         }
         assert!(decode(&fp, &b[..b.len() - 1]).is_err());
         assert!(decode(&[8u8; 32], &b).unwrap_err().contains("another checkpoint"));
+    }
+
+    #[test]
+    fn links_named_like_snapshots_are_neither_read_nor_written_through_and_other_names_are_ignored() {
+        let root = std::env::temp_dir().join(format!("lockstep-snapdir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (inside, outside) = (root.join("in"), root.join("out"));
+        std::fs::create_dir_all(&outside).unwrap();
+        let fp = [3u8; 32];
+        let s = Snapshot { key: vec![11, 22, 33], logits: vec![0.25, -1.5], state: (0..40).rev().collect() };
+        let name = file_name(&s.key);
+        let real = encode(&fp, &s);
+        std::fs::write(outside.join(&name), &real).unwrap();
+        std::fs::write(outside.join("victim"), b"keep me").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("via")).unwrap();
+        assert_eq!(SnapshotDir::open(&root.join("via"), 1, fp).unwrap().dir, std::fs::canonicalize(&outside).unwrap(), "the dir is resolved once, at start");
+        let dir = SnapshotDir::open(&inside, 1 << 20, fp).unwrap();
+        std::os::unix::fs::symlink(outside.join(&name), dir.dir.join(&name)).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), dir.dir.join(&name).with_extension("tmp")).unwrap();
+        assert!(dir.read_all().is_empty(), "a link named like a snapshot is read");
+        let other = Snapshot { key: s.key.clone(), logits: vec![9.0], state: vec![1, 2, 3] };
+        dir.write(&other).unwrap();
+        assert_eq!(std::fs::read(outside.join(&name)).unwrap(), real, "written through the snapshot's link");
+        assert_eq!(std::fs::read(outside.join("victim")).unwrap(), b"keep me", "written through the temporary file's link");
+        assert!(dir.dir.join(&name).symlink_metadata().unwrap().is_file());
+        std::fs::write(dir.dir.join("notes.lksnap"), &real).unwrap();
+        std::fs::write(dir.dir.join(format!("{}.lksnap", "A".repeat(32))), &real).unwrap();
+        std::fs::create_dir(dir.dir.join(format!("{}.lksnap", "a".repeat(32)))).unwrap();
+        let back = dir.read_all();
+        assert_eq!(back.len(), 1, "{back:?}");
+        assert_eq!(back[0].1.as_ref().unwrap(), &other);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

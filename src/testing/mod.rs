@@ -1,4 +1,4 @@
-//! Test-only switches: the fuzz targets' planted bugs and the server's injected faults. Without the `testing` feature every switch is a constant `false` and arming one is refused.
+//! Test-only switches: the fuzz targets' planted bugs, the server's injected faults, and the test addresses the image fetcher may reach. Without the `testing` feature every switch is a constant `false` and arming one is refused.
 
 /// Whether this build carries the switches (`--features testing`).
 pub const COMPILED: bool = cfg!(feature = "testing");
@@ -121,6 +121,37 @@ pub fn arm_spec(spec: &str) -> Result<Vec<String>, String> {
 
 /// Every fault the server can inject.
 pub const FAULTS: &[&str] = &["device_round", "snapshot_write", "snapshot_slow"];
+
+/// Addresses the image URL fetcher may reach though they are not public (a test's loopback server).
+#[cfg(feature = "testing")]
+static FETCH_ALLOWED: std::sync::Mutex<Vec<std::net::SocketAddr>> = std::sync::Mutex::new(Vec::new());
+
+/// Lets the image URL fetcher reach the `IP:PORT` addresses of a comma-separated `spec` (from `LOCKSTEP_FETCH_ALLOW`); refused in a build without the switches.
+pub fn allow_fetch(spec: &str) -> Result<Vec<std::net::SocketAddr>, String> {
+    #[cfg(feature = "testing")]
+    {
+        let addrs = spec.split(',').map(str::trim).filter(|p| !p.is_empty()).map(|p| p.parse().map_err(|e| format!("`{p}`: {e}"))).collect::<Result<Vec<std::net::SocketAddr>, String>>()?;
+        FETCH_ALLOWED.lock().unwrap_or_else(|p| p.into_inner()).extend(&addrs);
+        Ok(addrs)
+    }
+    #[cfg(not(feature = "testing"))]
+    {
+        let _ = spec;
+        Err("this build fetches images only from public addresses: build with `--features testing` to allow others".into())
+    }
+}
+
+/// Whether the image URL fetcher may reach `addr` past the public-address rule (never without the switches).
+#[inline]
+pub fn fetch_allowed(addr: std::net::SocketAddr) -> bool {
+    #[cfg(feature = "testing")]
+    return FETCH_ALLOWED.lock().unwrap_or_else(|p| p.into_inner()).contains(&addr);
+    #[cfg(not(feature = "testing"))]
+    {
+        let _ = addr;
+        false
+    }
+}
 
 #[cfg(test)]
 mod tests {
