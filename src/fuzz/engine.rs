@@ -104,6 +104,7 @@ fn run(target: &mut dyn Target, mut corpus: Vec<Vec<u8>>, budget: Budget, seed: 
     let watch = Watchdog::start(target.name());
     let initial = std::mem::take(&mut corpus);
     rep.corpus.0 = initial.len();
+    let starts = initial.clone();
     let mut queue = initial.into_iter();
     loop {
         let input = match queue.next() {
@@ -112,7 +113,9 @@ fn run(target: &mut dyn Target, mut corpus: Vec<Vec<u8>>, budget: Budget, seed: 
                 if rep.execs >= budget.execs || started.elapsed().as_secs_f64() >= budget.seconds || corpus.is_empty() {
                     break;
                 }
-                let mut i = corpus[rng.below(corpus.len())].clone();
+                // a quarter of the inputs grow from where the run started, so a full corpus cannot bury the seeds
+                let pool = if rng.one_in(4) && !starts.is_empty() { &starts } else { &corpus };
+                let mut i = pool[rng.below(pool.len())].clone();
                 mutate(&mut rng, &mut i, &corpus, &dict, json);
                 i
             }

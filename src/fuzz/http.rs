@@ -173,8 +173,8 @@ impl Target for Http {
         if status.is_client_error() {
             let v: Value = serde_json::from_slice(&bytes).map_err(|_| format!("{status} for {route} is not JSON: {text}"))?;
             let msg = v["error"]["message"].as_str().ok_or_else(|| format!("{status} for {route} has no error.message: {text}"))?;
-            if route == "other" {
-                return Ok(format!("other:{}", status.as_u16()));
+            if route == "other" || status.as_u16() == 404 {
+                return Ok(format!("{route}:{}", status.as_u16()));
             }
             return Ok(error_label(&format!("{route}:{}", status.as_u16()), msg));
         }
