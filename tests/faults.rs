@@ -5,7 +5,7 @@ mod serve_support;
 
 use cli_support::{temp, tiny_model};
 use serde_json::{json, Value};
-use serve_support::{request, sha, start_and_drop, Server};
+use serve_support::{request, sha, Server};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -52,11 +52,13 @@ fn idle(s: &Server, secs: u64) -> bool {
 fn a_device_error_fails_only_its_rounds_streams_and_the_next_request_is_exact() {
     let (_d, m) = model("device");
     let want = solo(&m, &[(P1, 40), (P2, 40), (P3, 24)]);
-    let s = Server::start_env(&m, &["--parallel", "2"], &[("LOCKSTEP_FAULTS", "device_round@4:1")]);
+    let s = Server::start_env(&m, &["--parallel", "2"], &[("LOCKSTEP_FAULTS", "device_round@20:1")]);
     let addr = s.addr.clone();
     let (a1, a2, a3) = (addr.clone(), addr.clone(), addr.clone());
-    let t1 = std::thread::spawn(move || post(&a1, &completion(P1, 40, true)));
-    let t2 = std::thread::spawn(move || post(&a2, &completion(P2, 40, false)));
+    let endless = |prompt: &str, stream: bool| json!({ "model": "m", "prompt": prompt, "max_tokens": 200, "temperature": 0, "stream": stream, "ignore_eos": true });
+    let (b1, b2) = (endless(P1, true), endless(P2, false));
+    let t1 = std::thread::spawn(move || post(&a1, &b1));
+    let t2 = std::thread::spawn(move || post(&a2, &b2));
     std::thread::sleep(Duration::from_millis(150));
     let t3 = std::thread::spawn(move || post(&a3, &completion(P3, 24, false)));
     let (r1, r2, r3) = (t1.join().unwrap(), t2.join().unwrap(), t3.join().unwrap());
@@ -123,17 +125,38 @@ fn a_client_that_never_reads_is_cancelled_within_its_bound_and_the_others_are_ex
     assert_eq!(sha(&s.ok("/v1/completions", &completion(P1, 24, false))), want[0], "the next request");
 }
 
+/// The `/status` body once `ready` holds of it; panics after `secs`.
+fn status_when(s: &Server, secs: u64, ready: impl Fn(&Value) -> bool) -> Value {
+    let t0 = Instant::now();
+    loop {
+        if let Ok((200, v)) = s.get("/status") {
+            if ready(&v) {
+                return v;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(secs), "/status never reached the state: {}", s.log());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn a_connection_dropped_mid_prompt_frees_its_lane_and_the_others_are_exact() {
     let (_d, m) = model("dropped");
     let want = solo(&m, &[(P1, 24)]);
-    let s = Server::start(&m, &["--parallel", "2", "--round-tokens", "32"]);
+    let s = Server::start(&m, &["--parallel", "3", "--round-tokens", "8"]);
     let long = P2.repeat(30);
-    for _ in 0..3 {
-        start_and_drop(&s.addr, "/v1/completions", &completion(&long, 64, true), 0);
-    }
-    assert_eq!(sha(&s.ok("/v1/completions", &completion(P1, 24, false))), want[0]);
-    assert!(idle(&s, 60), "a dropped prompt kept its lane: {}", s.log());
+    let held: Vec<_> = [true, false].iter().map(|&stream| serve_support::hold(&s.addr, "/v1/completions", &json!({ "model": "m", "prompt": long, "max_tokens": 200, "temperature": 0, "stream": stream, "ignore_eos": true }))).collect();
+    let lanes = |v: &Value| v["lanes"].as_array().cloned().unwrap_or_default();
+    let before = status_when(&s, 60, |v| lanes(v).len() == 2 && lanes(v).iter().all(|l| l["phase"] == "prefill"));
+    let prompt_tokens: u64 = lanes(&before).iter().map(|l| l["prompt_tokens"].as_u64().unwrap()).sum();
+    drop(held);
+    let r = s.ok("/v1/completions", &completion(P1, 24, false));
+    assert_eq!(sha(&r), want[0], "a request beside the dropped ones");
+    assert!(idle(&s, 10), "a dropped prompt kept its lane: {}", s.log());
+    let totals = s.get("/status").unwrap().1["totals"].clone();
+    let mine = (r["usage"]["prompt_tokens"].as_u64().unwrap(), r["usage"]["completion_tokens"].as_u64().unwrap());
+    assert!(totals["prefilled_tokens"].as_u64().unwrap() < prompt_tokens + mine.0, "the dropped prompts stopped filling: {totals}");
+    assert_eq!(totals["generated_tokens"].as_u64(), Some(mine.1), "the dropped streams generated nothing: {totals}");
     assert_eq!(sha(&s.ok("/v1/completions", &completion(P1, 24, false))), want[0], "the next request");
 }
 

@@ -254,6 +254,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         bail!("--idle-timeout and --request-timeout must be above 0");
     }
     if let Ok(spec) = std::env::var("LOCKSTEP_FAULTS") {
+        if !crate::testing::COMPILED {
+            bail!("LOCKSTEP_FAULTS is set, but this build has no fault switches: build with `--features testing`, or unset it");
+        }
         let armed = crate::testing::arm_spec(&spec).map_err(|e| anyhow::anyhow!("LOCKSTEP_FAULTS: {e}"))?;
         eprintln!("faults armed for testing: {}", armed.join(", "));
     }
