@@ -1,31 +1,69 @@
-// GEMV core shared by the gemv and grouped variants: x rows first..first+cnt times weight rows wbase+n0.. into output columns cbase+n0.. (below cols), R columns per workgroup: consecutive threads take consecutive columns of one block, then segment and total sums in the canonical order (N4); every thread calls it.
+// GEMV core shared by the gemv and grouped variants: x rows first..first+cnt times weight rows wbase+n0.. into output columns cbase+n0.. (below cols), R columns per workgroup, block sums then segment and total sums in the canonical order (N4); every thread calls it.
+fn x_block(m: u32, b: u32) -> W32 {
+    let base = (m * P.k + b * 32u) >> 2u;
+    return W32(x[base], x[base + 1u], x[base + 2u], x[base + 3u], x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
+}
+
+// The block dot of block_dot with the x block already loaded.
+fn block_dot_x(xv: W32, wv: W32) -> f32 {
+    var s = dot4(0.0, xv.v0, wv.v0);
+    s = dot4(s, xv.v1, wv.v1);
+    s = dot4(s, xv.v2, wv.v2);
+    s = dot4(s, xv.v3, wv.v3);
+    s = dot4(s, xv.v4, wv.v4);
+    s = dot4(s, xv.v5, wv.v5);
+    s = dot4(s, xv.v6, wv.v6);
+    return dot4(s, xv.v7, wv.v7);
+}
+
+// Where the block sum of x row m, column r, block b sits in `part`: row-major for one x row, column-fastest for several.
+fn part_index(one: bool, m: u32, r: u32, b: u32, nb: u32) -> u32 {
+    return select((m * nb + b) * R + r, r * nb + b, one);
+}
+
 fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, lid: u32) {
     let nb = P.k >> 5u;
     let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
-    for (var t = lid; t < R * nb; t += 256u) {
-        let b = t / R;
-        let r = t - b * R;
-        let n = n0 + r;
-        if (n < cols) {
-            let wv = wblock(wbase + n, b, P.k);
+    let rc = min(R, cols - min(n0, cols));
+    let one = cnt == 1u;
+    if (one) {
+        // One x row: a thread keeps its x block and takes that block of every g-th column.
+        let g = max(1u, 256u / nb);
+        let gi = select(lid / nb, 0u, nb > 256u);
+        if (gi < g) {
+            for (var b = lid - gi * nb; b < nb; b += 256u) {
+                let xm = x_row(first, b);
+                let xv = x_block(xm, b);
+                for (var r = gi; r < rc; r += g) {
+                    let n = wbase + n0 + r;
+                    let v = block_dot_x(xv, wblock(n, b, P.k)) * block_scale(xm, n, b);
+                    part[r * nb + b] = select(v, 0.0, b >= last);
+                }
+            }
+        }
+    } else {
+        // Several x rows: consecutive threads take consecutive columns of one block, so a warp shares each x block.
+        for (var t = lid; t < rc * nb; t += 256u) {
+            let b = t / rc;
+            let r = t - b * rc;
+            let wv = wblock(wbase + n0 + r, b, P.k);
             for (var m = 0u; m < cnt; m++) {
                 let xm = x_row(first + m, b);
-                var v = block_dot(xm, b, wv) * block_scale(xm, wbase + n, b);
-                if (b >= last) { v = 0.0; }
-                part[(m * nb + b) * R + r] = v;
+                let v = block_dot(xm, b, wv) * block_scale(xm, wbase + n0 + r, b);
+                part[(m * nb + b) * R + r] = select(v, 0.0, b >= last);
             }
         }
     }
     workgroupBarrier();
     for (var t = lid; t < cnt * R * nseg; t += 256u) {
-        let r = t % R;
-        let ms = t / R;
-        let s = ms % nseg;
-        let m = ms / nseg;
+        let r = select(t % R, t / nseg, one);
+        let ms = select(t / R, t % nseg, one);
+        let s = select(ms % nseg, ms, one);
+        let m = select(ms / nseg, 0u, one);
         var seg = 0.0;
-        for (var b = s * 8u; b < min(s * 8u + 8u, nb); b++) { seg = seg + part[(m * nb + b) * R + r]; }
-        part[(m * nb + s * 8u) * R + r] = seg;
+        for (var b = s * 8u; b < min(s * 8u + 8u, nb); b++) { seg = seg + part[part_index(one, m, r, b, nb)]; }
+        part[part_index(one, m, r, s * 8u, nb)] = seg;
     }
     workgroupBarrier();
     for (var t = lid; t < cnt * R; t += 256u) {
@@ -36,7 +74,7 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
             var total = 0.0;
             for (var si = 0u; si < nseg; si++) {
                 let s = select(si, nseg - 1u - si, CONTROL == 2u);
-                total = total + part[(m * nb + s * 8u) * R + r];
+                total = total + part[part_index(one, m, r, s * 8u, nb)];
             }
             store_out(first + m, cbase + n, total);
         }
