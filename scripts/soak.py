@@ -5,7 +5,8 @@ them mid-flight, and compare every completed reply's lockstep.token_sha with the
 sampler reads /status (and the server's RSS and fds from /proc with --server-pid) every second.
 
 Exit 0 when every completed reply matched, nothing failed (429s are counted as refused and retried), the server went
-idle at the end, the prompt cache stayed within its budget and the server's open fds returned to where they started;
+idle at the end, the prompt cache stayed within its budget, the server's open fds returned to where they started
+and its heap (the /status heap_bytes) gained no more than --heap-slack-mib beyond the cache over the second half;
 1 otherwise; 2 when the run could not start (bad arguments, server unreachable, a template failing solo).
 Run the server with a small --prompt-cache-gib (e.g. 0.02) to make the cache evict under load.
 """
@@ -292,7 +293,7 @@ def sample(target, pid):
         cache = st.get("cache") or {}
         s.update(running=len(st.get("lanes") or []), waiting=st.get("waiting"), cache_bytes=cache.get("bytes"),
                  cache_budget=cache.get("budget"), cache_entries=cache.get("entries"), cache_hits=cache.get("hits"),
-                 cache_queries=cache.get("queries"))
+                 cache_queries=cache.get("queries"), heap=st.get("heap_bytes"))
     except Exception as e:
         s["error"] = f"{type(e).__name__}: {e}"
     if pid:
@@ -427,6 +428,10 @@ def memory_report(samples, t0, t1):
         growth = half[-1]["cache_bytes"] - half[0]["cache_bytes"]
         out.update(half_first_rss=half[0]["rss"], half_last_rss=half[-1]["rss"], half_rss_spread=spread,
                    half_cache_growth=growth, beyond_cache=spread - max(0, growth))
+    heap = [s for s in half if s.get("heap") is not None]
+    if len(heap) >= 2:
+        out.update(heap_peak=max(s["heap"] for s in samples if s.get("heap") is not None), heap_first=heap[0]["heap"],
+                   heap_last=heap[-1]["heap"], heap_beyond_cache=(heap[-1]["heap"] - heap[0]["heap"]) - (heap[-1]["cache_bytes"] - heap[0]["cache_bytes"]))
     return out
 
 
@@ -450,6 +455,7 @@ def main():
     p.add_argument("--cancel", type=float, default=0.1, help="share of requests the client abandons (default 0.1)")
     p.add_argument("--cancel-events", type=int, default=8, help="a cancelled stream reads 0..K events first (default 8)")
     p.add_argument("--idle-timeout", type=float, default=60.0, help="seconds to wait for the server to go idle at the end")
+    p.add_argument("--heap-slack-mib", type=float, default=2.0, help="heap MiB the server may gain beyond its cache over the second half")
     p.add_argument("--fd-slack", type=int, default=8, help="open fds the server may hold beyond its count at the start")
     p.add_argument("--timeout", type=float, default=300.0, help="per-request socket timeout in seconds")
     p.add_argument("--out", default=None, help="write the summary JSON here")
@@ -522,6 +528,7 @@ def main():
     over_budget = budget is not None and peak_cache is not None and budget > 0 and peak_cache > budget
     fds_leaked = (first.get("fds") is not None and last.get("fds") is not None and last["fds"] > first["fds"] + args.fd_slack)
     mem = memory_report(samples, t0, t1)
+    heap_grew = bool(mem and "heap_beyond_cache" in mem and mem["heap_beyond_cache"] > args.heap_slack_mib * (1 << 20))
     tot = stats.total
     summary = {
         "url": args.url, "model": model, "seed": args.seed, "clients": args.clients, "minutes": args.minutes,
@@ -540,11 +547,11 @@ def main():
                                                                             "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total")},
         "status_errors": sum(1 for s in samples if "error" in s),
         "samples": len(samples),
-        "series": [[round(s["t"] - t0, 1), s.get("rss"), s.get("cache_bytes"), s.get("running"), s.get("waiting")] for s in samples[::10]],
+        "series": [[round(s["t"] - t0, 1), s.get("rss"), s.get("cache_bytes"), s.get("running"), s.get("waiting"), s.get("heap")] for s in samples[::10]],
     }
     reasons = [r for r, bad in (("unequal replies", tot["unequal"]), ("failed requests", tot["failed"]),
                                 ("server not idle at the end", not idle), ("prompt cache above its budget", over_budget),
-                                ("server fds leaked", fds_leaked)) if bad]
+                                ("server fds leaked", fds_leaked), ("heap grew beyond the cache over the second half", heap_grew)) if bad]
     summary["pass"] = not reasons
     summary["reasons"] = reasons
     print(f"requests: sent {tot['sent']}, completed {tot['completed']}, cancelled {tot['cancelled']}, refused (429 answers) {tot['refused']}"
@@ -565,6 +572,11 @@ def main():
             if s.get("rss") is not None:
                 per_min[int((s["t"] - t0) // 60)] = s["rss"]
         print("rss at each minute's end: " + ", ".join(f"{m + 1}: {mib(v)}" for m, v in sorted(per_min.items())))
+    if mem and "heap_last" in mem:
+        print(f"heap (bytes the server holds): peak {mib(mem['heap_peak'])}; second half {mib(mem['heap_first'])} -> {mib(mem['heap_last'])},"
+              f" beyond the cache's growth {mib(mem['heap_beyond_cache'])}")
+        per_min = {int((s["t"] - t0) // 60): s["heap"] for s in samples if s.get("heap") is not None}
+        print("heap at each minute's end: " + ", ".join(f"{m + 1}: {mib(v)}" for m, v in sorted(per_min.items())))
     print(f"prompt cache: peak {mib(peak_cache)} of {mib(budget)} budget, final {mib(last.get('cache_bytes'))},"
           f" {last.get('cache_entries')} entries, hits {last.get('cache_hits')} of {last.get('cache_queries')} tokens")
     print(f"end: idle {idle} ({end_state}); fds start {first.get('fds')} end {last.get('fds')} (slack {args.fd_slack})")

@@ -4,6 +4,9 @@ use clap::{Parser, Subcommand};
 use lockstep::contract::{run_contract, ContractOptions};
 use lockstep::gpu::{list_adapters, DeviceChoice, Gpu};
 
+#[global_allocator]
+static HEAP: lockstep::serve::heap::Counting = lockstep::serve::heap::Counting;
+
 #[derive(Parser)]
 #[command(name = "lockstep", version, about = "DeepSeek-V4.1-Flash with the same bits on every device")]
 struct Cli {

@@ -96,6 +96,8 @@ fn contract(device: &str, max_tokens: &str) {
     }
     assert!(metric(&server, "lockstep:prompt_cache_bytes") <= budget as f64);
     assert_eq!(metric(&server, "lockstep:prompt_cache_budget_bytes"), budget as f64);
+    assert!(metric(&server, "lockstep:heap_bytes") > 0.0, "the binary counts the heap it holds");
+    assert!(server.get("/status").unwrap().1["heap_bytes"].as_u64().is_some_and(|b| b > 0), "/status reports the heap");
     println!("storm: 2 runners and the next request equal their solo runs; cache {} of {budget} bytes", metric(&server, "lockstep:prompt_cache_bytes"));
 }
 

@@ -88,6 +88,9 @@ impl Metrics {
         gauge("lockstep:prompt_cache_bytes", "Bytes the prompt cache holds.", "gauge", st.cache_bytes as f64);
         gauge("lockstep:prompt_cache_budget_bytes", "The prompt cache's budget.", "gauge", st.cache_budget as f64);
         gauge("lockstep:prompt_cache_entries", "Snapshots in the prompt cache.", "gauge", st.cache_entries as f64);
+        if let Some(b) = crate::serve::heap::live_bytes() {
+            gauge("lockstep:heap_bytes", "Bytes the process holds on its heap (the allocator may keep more).", "gauge", b as f64);
+        }
         let h = self.hists.lock().unwrap_or_else(|p| p.into_inner());
         h[0].render(&mut o, "vllm:time_to_first_token_seconds", "Time to the first token.", model);
         h[1].render(&mut o, "vllm:time_per_output_token_seconds", "Time per token after the first.", model);

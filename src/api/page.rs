@@ -81,6 +81,7 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Response {
         "rates": state.rates.series(),
         "sample_s": SAMPLE_S,
         "vision": state.vision.is_some(),
+        "heap_bytes": crate::serve::heap::live_bytes(),
     });
     ([(CACHE_CONTROL, "no-store")], axum::Json(body)).into_response()
 }

@@ -1,5 +1,6 @@
 //! Serving on one engine: jobs, lanes and rounds, the prompt cache and its snapshots on disk.
 pub mod cache;
+pub mod heap;
 pub mod host;
 pub mod images;
 pub mod job;
