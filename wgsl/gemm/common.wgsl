@@ -16,16 +16,25 @@ fn dot4(s: f32, a: vec4<f32>, c: vec4<f32>) -> f32 {
     return t + term(a.w * c.w);
 }
 
-fn block_dot(m: u32, b: u32, wv: W32) -> f32 {
+fn x_block(m: u32, b: u32) -> W32 {
     let base = (m * P.k + b * 32u) >> 2u;
-    var s = dot4(0.0, x[base], wv.v0);
-    s = dot4(s, x[base + 1u], wv.v1);
-    s = dot4(s, x[base + 2u], wv.v2);
-    s = dot4(s, x[base + 3u], wv.v3);
-    s = dot4(s, x[base + 4u], wv.v4);
-    s = dot4(s, x[base + 5u], wv.v5);
-    s = dot4(s, x[base + 6u], wv.v6);
-    return dot4(s, x[base + 7u], wv.v7);
+    return W32(x[base], x[base + 1u], x[base + 2u], x[base + 3u], x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
+}
+
+// The block dot with the x block already loaded.
+fn block_dot_x(xv: W32, wv: W32) -> f32 {
+    var s = dot4(0.0, xv.v0, wv.v0);
+    s = dot4(s, xv.v1, wv.v1);
+    s = dot4(s, xv.v2, wv.v2);
+    s = dot4(s, xv.v3, wv.v3);
+    s = dot4(s, xv.v4, wv.v4);
+    s = dot4(s, xv.v5, wv.v5);
+    s = dot4(s, xv.v6, wv.v6);
+    return dot4(s, xv.v7, wv.v7);
+}
+
+fn block_dot(m: u32, b: u32, wv: W32) -> f32 {
+    return block_dot_x(x_block(m, b), wv);
 }
 
 fn block_scale(m: u32, n: u32, b: u32) -> f32 {

@@ -1,21 +1,4 @@
 // GEMV core shared by the gemv and grouped variants: x rows first..first+cnt times weight rows wbase+n0.. into output columns cbase+n0.. (below cols), R columns per workgroup, block sums then segment and total sums in the canonical order (N4); every thread calls it.
-fn x_block(m: u32, b: u32) -> W32 {
-    let base = (m * P.k + b * 32u) >> 2u;
-    return W32(x[base], x[base + 1u], x[base + 2u], x[base + 3u], x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
-}
-
-// The block dot of block_dot with the x block already loaded.
-fn block_dot_x(xv: W32, wv: W32) -> f32 {
-    var s = dot4(0.0, xv.v0, wv.v0);
-    s = dot4(s, xv.v1, wv.v1);
-    s = dot4(s, xv.v2, wv.v2);
-    s = dot4(s, xv.v3, wv.v3);
-    s = dot4(s, xv.v4, wv.v4);
-    s = dot4(s, xv.v5, wv.v5);
-    s = dot4(s, xv.v6, wv.v6);
-    return dot4(s, xv.v7, wv.v7);
-}
-
 // Where the block sum of x row m, column r, block b sits in `part`: row-major for one x row, column-fastest for several.
 fn part_index(one: bool, m: u32, r: u32, b: u32, nb: u32) -> u32 {
     return select((m * nb + b) * R + r, r * nb + b, one);
@@ -38,7 +21,7 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
                 for (var r = gi; r < rc; r += g) {
                     let n = wbase + n0 + r;
                     let v = block_dot_x(xv, wblock(n, b, P.k)) * block_scale(xm, n, b);
-                    part[r * nb + b] = select(v, 0.0, b >= last);
+                    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
                 }
             }
         }
@@ -51,7 +34,7 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
             for (var m = 0u; m < cnt; m++) {
                 let xm = x_row(first + m, b);
                 let v = block_dot(xm, b, wv) * block_scale(xm, wbase + n0 + r, b);
-                part[(m * nb + b) * R + r] = select(v, 0.0, b >= last);
+                part[part_index(false, m, r, b, nb)] = select(v, 0.0, b >= last);
             }
         }
     }
