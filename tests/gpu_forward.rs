@@ -97,17 +97,19 @@ fn gpu_prefill_whole_equals_chunks_of_1_7_13_64_then_decode() {
 }
 
 #[test]
-fn a_gpu_forward_waits_for_the_device_only_to_read_expert_ids_and_logits() {
+fn a_gpu_forward_of_up_to_8_rows_waits_once_for_its_logits_and_a_longer_one_also_for_each_layers_expert_ids() {
     let t = tiny();
     let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
     let mut s = Session::new(GpuExecutor::new(gpu(), &t.ckpt), &model).expect("session");
     s.run(&prompt(5), LogitRows::Last, &mut Taps::default()).expect("warm-up");
-    let (before, submitted, dispatched) = (s.ex.waits(), s.ex.submits(), s.ex.dispatches());
-    s.run(&prompt(9)[5..], LogitRows::Last, &mut Taps::default()).expect("call");
-    let per_call = s.ex.waits() - before;
-    assert!(per_call <= t.cfg.num_hidden_layers + 1, "{per_call} waits for one forward of {} layers", t.cfg.num_hidden_layers);
-    assert!(s.ex.submits() - submitted >= per_call, "every wait follows a submit");
-    assert!(s.ex.dispatches() - dispatched > 20 * t.cfg.num_hidden_layers, "every op runs on the device");
+    for (span, most) in [(5..9, 1), (9..10, 1), (10..30, t.cfg.num_hidden_layers + 1)] {
+        let (before, submitted, dispatched) = (s.ex.waits(), s.ex.submits(), s.ex.dispatches());
+        s.run(&prompt(30)[span.clone()], LogitRows::Last, &mut Taps::default()).expect("call");
+        let per_call = s.ex.waits() - before;
+        assert!(per_call <= most, "{per_call} waits for one forward of {} rows and {} layers", span.len(), t.cfg.num_hidden_layers);
+        assert!(s.ex.submits() - submitted >= per_call, "every wait follows a submit");
+        assert!(s.ex.dispatches() - dispatched > 20 * t.cfg.num_hidden_layers, "every op runs on the device");
+    }
 }
 
 #[test]

@@ -120,12 +120,12 @@ fn the_executor_refuses_kernels_outside_its_registry_with_an_error() {
 }
 
 #[test]
-fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split_into_stack_parts() {
+fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split_into_stack_parts_routed_on_the_device_or_the_host() {
     let t = tiny();
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
     let mut c = CpuExecutor::new(&t.ckpt);
     let (d, k, experts) = (t.cfg.hidden_size, t.cfg.num_experts_per_tok, t.cfg.n_routed_experts);
-    for rows in [9, 40] {
+    for rows in [1, 4, 8, 9, 40] {
         let x = randn(rows, d, 11);
         let shared = randn(rows, d, 12);
         let ids: Vec<f32> = (0..rows * k).map(|i| ((i * 5 + i / k) % experts) as f32).collect();
@@ -142,6 +142,14 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
             let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
             let y = routed_experts(&mut g, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("gpu routed experts");
             assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv and tiled entries), binding limit {split:?}");
+            let waits = g.waits();
+            let routes = g.route(&it, experts).expect("route");
+            let table = g.dims(&routes.table);
+            assert!(rows > 8 || g.waits() == waits, "routing {rows} rows reads nothing back");
+            assert_eq!(table, if rows <= 8 { (rows * k, 1) } else { (table.0, 3) }, "{rows} rows: an expert per pick on the device, packed by expert on the host past 8");
+            if rows <= 8 {
+                continue;
+            }
             let mut bad = ids.clone();
             bad[3] = experts as f32;
             let bt = g.upload(rows, k, &bad).unwrap();

@@ -15,6 +15,22 @@ struct LsW32 { float4 v[8]; };
 // Eight decoded weights, columns ascending.
 struct LsW8 { float4 a; float4 b; };
 
+// A grouped table entry as wgsl/gemm/entry.wgsl resolves it: a pick entry (rows PICK | the part's experts) is one row through the expert picks[i] names, no columns outside the part.
+struct LsGroupRow { uint wbase; uint first; uint rows; uint cbase; uint cols; };
+
+inline LsGroupRow ls_group_entry(const device uint* table, const device float* picks, uint i) {
+    const uint t = i * 5u;
+    LsGroupRow g = { table[t], table[t + 1u], table[t + 2u], table[t + 3u], table[t + 4u] };
+    if (g.rows >= 0x80000000u) {
+        const float e = picks[i];
+        const bool inside = e >= float(g.wbase) && e < float(g.wbase + (g.rows - 0x80000000u));
+        g.wbase = inside ? (uint(e) - g.wbase) * g.cols : 0u;
+        g.cols = inside ? g.cols : 0u;
+        g.rows = 1u;
+    }
+    return g;
+}
+
 // The x row block b reads: the neighbouring row in the last block under control 3.
 inline uint ls_x_row(LsGemmParams P, uint m, uint b) {
     return (CONTROL == 3u && b + 1u == (P.k >> 5u)) ? metal::min(m + 1u, P.m - 1u) : m;

@@ -19,17 +19,18 @@ kernel void gemm_grouped_simd(
 , const device uint* ws [[buffer(4)]]
 , device float* out [[buffer(5)]]
 , const device uint* table [[buffer(6)]]
+, const device float* picks [[buffer(7)]]
 , uint lane [[thread_index_in_simdgroup]]
 , uint sg [[simdgroup_index_in_threadgroup]]
 , uint3 wid [[threadgroup_position_in_grid]]
 ) {
     const LsGemmParams p = P;
-    const uint te = wid.y * 5u;
-    const uint wbase = table[te];
-    const uint first = table[te + 1u];
-    const uint rows = table[te + 2u];
-    const uint cbase = table[te + 3u];
-    const uint cols = table[te + 4u];
+    const LsGroupRow g = ls_group_entry(table, picks, wid.y);
+    const uint wbase = g.wbase;
+    const uint first = g.first;
+    const uint rows = g.rows;
+    const uint cbase = g.cbase;
+    const uint cols = g.cols;
     const uint n = wid.x * 8u + sg;
     if (n >= cols) { return; }
     const uint nb = p.k >> 5u;

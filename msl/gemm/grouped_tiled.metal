@@ -16,13 +16,14 @@ kernel void gemm_grouped_tiled(
 , const device uint* ws [[buffer(4)]]
 , device float* out [[buffer(5)]]
 , const device uint* table [[buffer(6)]]
+, const device float* picks [[buffer(7)]]
 , uint tid [[thread_index_in_threadgroup]]
 , uint3 wid [[threadgroup_position_in_grid]]
 ) {
     LS_THREADGROUP_VAR float4 As[512];
     LS_THREADGROUP_VAR float4 Bs[512];
     const LsGemmParams p = P;
-    const uint te = wid.y * 5u;
-    const uint m0 = table[te + 1u];
-    ls_tile(p, x, xs, w, ws, out, As, Bs, table[te], m0, m0 + table[te + 2u], table[te + 3u], table[te + 4u], wid.x * 64u, tid);
+    const LsGroupRow g = ls_group_entry(table, picks, wid.y);
+    if (g.cols == 0u) { return; }
+    ls_tile(p, x, xs, w, ws, out, As, Bs, g.wbase, g.first, g.first + g.rows, g.cbase, g.cols, wid.x * 64u, tid);
 }

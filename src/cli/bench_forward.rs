@@ -194,8 +194,12 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     }
     let (t1, bytes, host) = decode_one(&mut s, &model, args.context, reps)?;
     writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: {}, {:.2} tok/s", args.context, ms(t1), 1.0 / t1.wall)?;
-    let phases: Vec<String> = host.iter().map(|(n, v)| format!("{n} {v:.3} ms")).collect();
+    let phases: Vec<String> = host.iter().filter(|(n, _)| !matches!(*n, "dispatches" | "submits" | "waits")).map(|(n, v)| format!("{n} {v:.3} ms")).collect();
+    let counts: Vec<String> = host.iter().filter(|(n, _)| matches!(*n, "dispatches" | "submits" | "waits")).map(|(n, v)| format!("{v:.1} {n}")).collect();
     writeln!(out, "decode rows=1 host time per step by phase (mean): {}; the rest of the wall time is the forward's own host work", phases.join(", "))?;
+    let phase = |name: &str| host.iter().find(|(n, _)| *n == name).map_or(0.0, |p| p.1);
+    let busy = t1.wall * 1e3 - phase("wait") - phase("read");
+    writeln!(out, "decode rows=1 per step (mean): {} for {} layers; host work {busy:.3} ms (wall less wait and read), device {:.3} ms", counts.join(", "), cfg.num_hidden_layers, t1.device * 1e3)?;
     let rows = args.rows.max(1);
     let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
     writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
@@ -267,9 +271,11 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
     let mut tok = prefill_context(s, model, context, 1)?;
     let mut times = Vec::new();
     let mut host0 = [0.0; 5];
+    let mut counts0 = [0; 3];
     for i in 0..reps + 2 {
         if i == 2 {
             host0 = s.ex.inner.gpu().host.snapshot().map(|(_, v)| v);
+            counts0 = step_counts(s);
         }
         let (t, logits) = timed_call(s, &[tok])?;
         tok = argmax(&logits);
@@ -277,14 +283,22 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
             times.push(t);
         }
     }
+    let counts = step_counts(s);
     let host = s.ex.inner.gpu().host.snapshot().map(|(n, v)| (n, v / reps as f64));
-    let host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
+    let mut host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
+    host.extend(["dispatches", "submits", "waits"].into_iter().zip(counts.iter().zip(counts0)).map(|(n, (&c, c0))| (n, (c - c0) as f64 / reps as f64)));
     s.ex.obs.counting = true;
     s.ex.obs.bytes = StepBytes::default();
     let counted = timed_call(s, &[tok]);
     s.ex.obs.counting = false;
     counted?;
     Ok((medians(&times), s.ex.obs.bytes, host))
+}
+
+/// Dispatches, submits and host waits of the executor so far.
+fn step_counts(s: &Bench) -> [usize; 3] {
+    let ex = &s.ex.inner;
+    [ex.dispatches(), ex.submits(), ex.waits()]
 }
 
 /// Median timing of one forward that decodes one row of each of `rows` sequences.

@@ -98,7 +98,7 @@ pub struct Routes<T> {
     pub picks: T,
     /// Packed row of each (row, pick) `[S, k]`: moe_join's slots.
     pub slots: T,
-    /// `(expert, first packed row, packed rows)` of each expert used `[G, 3]`: the grouped GEMM's table.
+    /// `(expert, first packed row, packed rows)` of each expert used `[G, 3]`, or the expert of each packed row `[P, 1]`: the grouped GEMM's table.
     pub table: T,
 }
 
@@ -136,7 +136,7 @@ pub trait Executor {
     fn linear(&mut self, x: &Self::Tensor, module: &str, out: Out) -> Result<Self::Tensor, ExecError>;
     /// `y[:, col..col + hi - lo] = x W[lo..hi]^T` in f32 for rows `lo..hi` of `module.weight`: act_quant(x) first when `quantize` (as `linear`), else x's values with scale 1 on the dequantized weight (exact in bf16).
     fn linear_block(&mut self, x: &Self::Tensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut Self::Tensor, col: usize) -> Result<(), ExecError>;
-    /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e.
+    /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e; a one-column table names row i's matrix.
     fn grouped_linear(&mut self, x: &Self::Tensor, stack: &Stack<'_>, table: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
     /// RMSNorm of each row with `module.weight`.
     fn rmsnorm(&mut self, x: &Self::Tensor, module: &str, eps: f32, out: Out) -> Result<Self::Tensor, ExecError>;
@@ -200,6 +200,15 @@ pub trait Executor {
     fn unfold_cells(&mut self, x: &Self::Tensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<Self::Tensor, ExecError>;
     /// Bidirectional attention of q `[N, heads*hd]` over k, v `[M, heads*hd]` (every key, no sink, scale hd^-1/2); bf16 out.
     fn vit_attention(&mut self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, heads: usize) -> Result<Self::Tensor, ExecError>;
+}
+
+/// `route` without reading the ids: every (row, pick) its own packed row in pick order, the table an expert per packed row (`ids` viewed `[S*k, 1]`), so the grouped GEMMs read the picks where they are.
+pub(crate) fn route_by_row<E: Executor>(ex: &mut E, ids: &E::Tensor) -> Result<Routes<E::Tensor>, ExecError> {
+    let (s, k) = ex.dims(ids);
+    let rows: Vec<u32> = (0..s * k).map(|p| (p / k.max(1)) as u32).collect();
+    let order: Vec<u32> = (0..(s * k) as u32).collect();
+    let picks = ex.upload_index(&order)?;
+    Ok(Routes { rows: ex.upload_index(&rows)?, slots: ex.reshape(&picks, s, k)?, picks, table: ex.reshape(ids, s * k, 1)? })
 }
 
 /// `route` from the ids read to the host and packed there (`kernels::moe::pack_routes`), the index tensors uploaded: both executors' way until routing runs on the device.

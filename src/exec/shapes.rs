@@ -140,6 +140,20 @@ pub fn grouped_linear(x: Dims, k: usize, table: &[u32]) -> Result<Vec<Entry>, Ex
     }
 }
 
+/// `grouped_linear` over an expert per row: the stack's matrices take `x`'s columns and the picks are one column, a row each.
+pub fn grouped_picks(x: Dims, k: usize, picks: Dims) -> Result<(), ExecError> {
+    check(x.1 == k, "grouped_linear", || format!("the stack takes {k} inputs, the rows have {}", x.1))?;
+    check(picks == (x.0, 1), "grouped_linear", || format!("picks [{}, {}] for {} rows (one expert per row)", picks.0, picks.1, x.0))
+}
+
+/// The `(expert, row, 1)` entries of an expert-per-row table; every pick a whole number.
+pub fn pick_entries(picks: &[f32]) -> Result<Vec<u32>, ExecError> {
+    match picks.iter().position(|&v| !(v >= 0.0 && v.fract() == 0.0 && v < u32::MAX as f32)) {
+        Some(g) => Err(ExecError::Shape { op: "grouped_linear", problem: format!("row {g} picks expert {}", picks[g]) }),
+        None => Ok(picks.iter().enumerate().flat_map(|(g, &v)| [v as u32, g as u32, 1]).collect()),
+    }
+}
+
 /// Every entry's matrix is among the `len` the stack holds (where a missing one would not be named by its lookup).
 pub fn stack_entries(entries: &[Entry], len: usize) -> Result<(), ExecError> {
     match entries.iter().find(|e| e.expert >= len) {

@@ -7,7 +7,14 @@ var<workgroup> entry: array<u32, 5>;
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     ls_init(P.zero, CONTROL);
-    if (lid < 5u) { entry[lid] = table[wid.y * 5u + lid]; }
+    if (lid == 0u) {
+        let g = group_entry(wid.y);
+        entry[0] = g.wbase;
+        entry[1] = g.first;
+        entry[2] = g.rows;
+        entry[3] = g.cbase;
+        entry[4] = g.cols;
+    }
     let wbase = workgroupUniformLoad(&entry[0]);
     let first = workgroupUniformLoad(&entry[1]);
     let rows = workgroupUniformLoad(&entry[2]);

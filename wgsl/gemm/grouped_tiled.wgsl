@@ -2,6 +2,7 @@
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     ls_init(P.zero, CONTROL);
-    let te = wid.y * 5u;
-    tile(Entry(table[te], table[te + 1u] + table[te + 2u], table[te + 3u], table[te + 4u]), table[te + 1u], wid.x * 64u, tid);
+    let g = group_entry(wid.y);
+    if (g.cols == 0u) { return; }
+    tile(Entry(g.wbase, g.first + g.rows, g.cbase, g.cols), g.first, wid.x * 64u, tid);
 }

@@ -109,9 +109,9 @@ pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Opt
     Ok((CpuTensor { rows: logits.rows, cols: p.k, data: ids }, CpuTensor { rows: logits.rows, cols: p.k, data: w }))
 }
 
-/// `x W_e^T` of packed rows by table entry: rows `first..first+n` through `stack`'s matrix e (each entry is `linear` of its rows).
+/// `x W_e^T` of packed rows by table entry: rows `first..first+n` through `stack`'s matrix e (each entry is `linear` of its rows); a one-column table is an expert per row.
 pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, stack: &Stack<'_>, table: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
-    let words: Vec<u32> = table.data.iter().map(|&v| v as u32).collect();
+    let words: Vec<u32> = if table.cols == 1 { shapes::pick_entries(&table.data)? } else { table.data.iter().map(|&v| v as u32).collect() };
     let (_, n, k) = shapes::gemm_shape(ex.ckpt(), &stack.module(0))?;
     let entries = shapes::grouped_linear((x.rows, x.cols), k, &words)?;
     let mut y = vec![f32::NAN; x.rows * n];

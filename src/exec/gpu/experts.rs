@@ -71,18 +71,20 @@ pub(crate) fn preload(ex: &mut GpuExecutor, stack: &Stack<'_>) -> Result<usize, 
     }
 }
 
-/// `x W_e^T` of packed rows grouped by `table` (`(e, first, rows)` entries), one grouped GEMM per stack part; the table's entries come from its host copy (read back when it has none).
+/// `x W_e^T` of packed rows grouped by `table`, one grouped GEMM per stack part: `(e, first, rows)` entries from the table's host copy (read back when it has none), or an expert per row (`[rows, 1]`) read by the kernels on the device.
 pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<'_>, table: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     let w = expert_stack(ex, stack)?;
     let Weight::Experts(st) = &*w else { return Err(ExecError::BadWeight { name: stack.prefix.into(), problem: "cached as another kind".into() }) };
     ex.need("grouped_linear", gemm_kernel(st.fmt))?;
-    let entries = match &table.index {
-        Some(t) => shapes::grouped_linear((x.rows, x.cols), st.k, t)?,
-        None => {
-            let words: Vec<u32> = ex.values_of(table)?.iter().map(|&v| v as u32).collect();
-            shapes::grouped_linear((x.rows, x.cols), st.k, &words)?
-        }
+    if table.cols == 1 && table.index.is_none() {
+        return picked_linear(ex, x, st, table, out);
+    }
+    let words: Vec<u32> = match &table.index {
+        Some(t) if table.cols == 1 => shapes::pick_entries(&t.iter().map(|&v| v as f32).collect::<Vec<f32>>())?,
+        Some(t) => t.to_vec(),
+        None => ex.values_of(table)?.iter().map(|&v| v as u32).collect(),
     };
+    let entries = shapes::grouped_linear((x.rows, x.cols), st.k, &words)?;
     shapes::stack_entries(&entries, st.experts)?;
     let y = ex.out(x.rows, st.n)?;
     let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
@@ -93,7 +95,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
             .iter()
             .filter(|e| (p.e0..p.e1).contains(&e.expert))
             .flat_map(|e| (0..e.rows).step_by(tile).map(move |r| (e.expert, e.first + r, (e.rows - r).min(tile))))
-            .map(|(expert, first, rows)| GroupEntry { w_row: (expert - p.e0) * st.n, first, rows, col: 0, cols: st.n })
+            .map(|(expert, first, rows)| GroupEntry::rows((expert - p.e0) * st.n, first, rows, 0, st.n))
             .collect();
         if tiles.is_empty() {
             continue;
@@ -103,9 +105,28 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
             Some((q, s)) => (q, Some(s)),
             None => (&x.buf, None),
         };
-        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &tiles, table: &table };
+        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &tiles, table: &table, picks: &table };
         let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
         gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, lang, 0)?;
+    }
+    round_out(ex, y, out, 0)
+}
+
+/// Row g of `x` through the expert `picks` row g names, the picks staying on the device: a pick entry per row in each part's grouped GEMM, writing only the rows whose expert the part holds.
+fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
+    shapes::grouped_picks((x.rows, x.cols), st.k, (picks.rows, picks.cols))?;
+    let y = ex.out(x.rows, st.n)?;
+    let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
+    for p in &st.parts {
+        let entries: Vec<GroupEntry> = (0..x.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g, 0, st.n)).collect();
+        let table = ex.upload_pod(&gemm_grouped::table_words(&entries))?;
+        let (xv, xs) = match &quant {
+            Some((q, s)) => (q, Some(s)),
+            None => (&x.buf, None),
+        };
+        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &entries, table: &table, picks: &picks.buf };
+        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
+        gemm_grouped::record_grouped(&mut ex.rec, &a, false, lang, 0)?;
     }
     round_out(ex, y, out, 0)
 }

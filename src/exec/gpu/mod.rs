@@ -16,6 +16,9 @@ use crate::weights::Checkpoint;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+/// Rows whose routing stays on the device (a grouped GEMM entry per pick); more rows are packed by expert on the host.
+const DEVICE_ROUTE_ROWS: usize = crate::kernels::gemm::GEMV_MAX_ROWS;
+
 /// Pending dispatches that make the executor submit without waiting.
 const PIPELINE_DISPATCHES: usize = 64;
 
@@ -433,6 +436,9 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn route(&mut self, ids: &GpuTensor, experts: usize) -> Result<Routes<GpuTensor>, ExecError> {
+        if ids.rows <= DEVICE_ROUTE_ROWS && ids.index.is_none() {
+            return crate::exec::route_by_row(self, ids);
+        }
         crate::exec::route_on_host(self, ids, experts)
     }
 

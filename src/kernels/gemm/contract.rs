@@ -252,9 +252,10 @@ impl Kernel for GemmKernel {
         let out = poisoned(gpu, words)?;
         let mut rec = Recorder::new(gpu);
         if let Some(tiled) = path.grouped() {
-            let entries = gemm_grouped::tiling(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
+            let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
-            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table };
+            let picks = gpu.upload_pod(&picks)?;
+            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks };
             let lang = variant.lang();
             gemm_grouped::record_grouped(&mut rec, &a, tiled, lang, control)?;
         } else {
@@ -275,7 +276,7 @@ impl Kernel for GemmKernel {
 
     fn footprint(&self, variant: &Variant) -> Footprint {
         let path = Path::of(variant);
-        let bindings = u32::from(path.grouped().is_some()) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        let bindings = 2 * u32::from(path.grouped().is_some()) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
         match path {
             Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },

@@ -5,14 +5,14 @@ use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 pub(crate) const SHADERS: [[Shader; 3]; 2] = [
     [
-        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "gemv_core"),
-        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "gemv_core"),
-        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6", "gemv_core"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "entry", "gemv_core"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "entry", "gemv_core"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6", "entry", "gemv_core"),
     ],
     [
-        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "tile"),
-        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "tile"),
-        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "tile"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "entry", "tile"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "entry", "tile"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "entry", "tile"),
     ],
 ];
 
@@ -37,7 +37,10 @@ pub const TILE_ROWS: usize = 64;
 /// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
 pub const PART: usize = 4091;
 
-/// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`.
+/// The rows word's flag of a pick entry.
+pub const PICK: u32 = 0x8000_0000;
+
+/// One table entry: x rows `first..first+rows` times weight rows `w_row..w_row+cols` into output columns `col..col+cols`. A pick entry (`pick` = the part's expert count, `w_row` its first expert, one row) takes its weight rows from the expert the picks buffer names at the entry's index, and writes nothing when that expert is outside the part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupEntry {
     pub w_row: usize,
@@ -45,12 +48,24 @@ pub struct GroupEntry {
     pub rows: usize,
     pub col: usize,
     pub cols: usize,
+    pub pick: Option<usize>,
 }
 
 impl GroupEntry {
+    /// A plain entry.
+    pub fn rows(w_row: usize, first: usize, rows: usize, col: usize, cols: usize) -> GroupEntry {
+        GroupEntry { w_row, first, rows, col, cols, pick: None }
+    }
+
+    /// A pick entry: x row `first` through the expert picked for this entry, if among the part's `experts` from `e0`.
+    pub fn pick(e0: usize, experts: usize, first: usize, col: usize, cols: usize) -> GroupEntry {
+        GroupEntry { w_row: e0, first, rows: 1, col, cols, pick: Some(experts) }
+    }
+
     /// The entry as the table's five words.
     pub fn words(&self) -> [u32; 5] {
-        [self.w_row as u32, self.first as u32, self.rows as u32, self.col as u32, self.cols as u32]
+        let rows = self.pick.map_or(self.rows as u32, |e| PICK | e as u32);
+        [self.w_row as u32, self.first as u32, rows, self.col as u32, self.cols as u32]
     }
 }
 
@@ -77,6 +92,8 @@ pub struct GroupedArgs<'a> {
     /// The entries, and the same as table words on the device.
     pub entries: &'a [GroupEntry],
     pub table: &'a Buf,
+    /// The expert of each pick entry by entry index, as f32 (any buffer when there are none).
+    pub picks: &'a Buf,
 }
 
 /// The language a grouped GEMM of `fmt` and `k` runs in on a device that does (or does not) take MSL: the MSL fast paths cover e4m3 and e2m1 up to `SIMD_MAX_K`.
@@ -99,8 +116,11 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: La
         return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
     }
     let max_rows = if tiled { TILE_ROWS } else { usize::MAX };
-    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows) {
-        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, or outside x rows {} or output columns {}", a.m, a.ldo)));
+    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows || e.pick.is_some_and(|x| e.rows != 1 || x == 0 || x >= PICK as usize)) {
+        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, a pick of other than one row, or outside x rows {} or output columns {}", a.m, a.ldo)));
+    }
+    if a.entries.iter().any(|e| e.pick.is_some()) && a.picks.bytes < 4 * a.entries.len() as u64 {
+        return Err(bad(format!("{} entries with picks, a picks buffer of {} bytes", a.entries.len(), a.picks.bytes)));
     }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
@@ -126,10 +146,11 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: La
     rec.dispatch(&key, &params, &args(a)?, groups)
 }
 
-/// The bindings of a grouped GEMM: the format's operands, then the table.
+/// The bindings of a grouped GEMM: the format's operands, then the table and the picks.
 fn args<'a>(a: &GroupedArgs<'a>) -> Result<Vec<Arg<'a>>, GpuError> {
     let mut v = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() })?;
     v.push(Arg::Whole(a.table));
+    v.push(Arg::Whole(a.picks));
     Ok(v)
 }
 
@@ -142,12 +163,38 @@ pub fn tiling(m: usize, n: usize, max_rows: usize) -> Vec<GroupEntry> {
     while first < m {
         let rows = size.min(m - first).min(max_rows);
         for c in (0..n).step_by(per.max(1)) {
-            entries.push(GroupEntry { w_row: c, first, rows, col: c, cols: per.min(n - c) });
+            entries.push(GroupEntry::rows(c, first, rows, c, per.min(n - c)));
         }
         first += rows;
         size = size * 2 + 1;
     }
     entries
+}
+
+/// `tiling`'s entries with every one-row entry of a whole column block made a pick entry of a part from expert 5 (its block's index as the pick), each followed by a pick entry whose expert lies outside the part (below, past, NaN), which must write nothing; the entries and the picks by entry.
+pub fn tiling_with_picks(m: usize, n: usize, max_rows: usize) -> (Vec<GroupEntry>, Vec<f32>) {
+    let per = n.div_ceil(n.clamp(1, 3));
+    let blocks = n.div_ceil(per.max(1));
+    let (mut entries, mut picks) = (Vec::new(), Vec::new());
+    for e in tiling(m, n, max_rows) {
+        if e.rows != 1 || e.cols != per {
+            entries.push(e);
+            picks.push(-1.0);
+            continue;
+        }
+        entries.push(GroupEntry::pick(5, blocks, e.first, e.col, e.cols));
+        picks.push((5 + e.w_row / per) as f32);
+        entries.push(GroupEntry::pick(5, blocks, e.first, e.col, e.cols));
+        picks.push([4.0, (5 + blocks) as f32, f32::NAN][entries.len() % 3]);
+    }
+    (entries, picks)
+}
+
+/// A table entry as the kernels resolve it, given its pick: the plain entry it stands for, or None when it writes nothing.
+pub fn resolve(e: &GroupEntry, pick: f32) -> Option<GroupEntry> {
+    let Some(experts) = e.pick else { return Some(*e) };
+    let inside = pick >= e.w_row as f32 && pick < (e.w_row + experts) as f32;
+    inside.then(|| GroupEntry::rows((pick as usize - e.w_row) * e.cols, e.first, 1, e.col, e.cols))
 }
 
 #[cfg(test)]
@@ -166,6 +213,10 @@ mod tests {
                 }
             }
             assert!(seen.iter().all(|&c| c == 1), "{m}x{n}");
+            let (entries, picks) = tiling_with_picks(m, n, cap);
+            let resolved: Vec<GroupEntry> = entries.iter().zip(&picks).filter_map(|(e, &p)| resolve(e, p)).collect();
+            assert_eq!(resolved, tiling(m, n, cap), "{m}x{n}");
+            assert!(entries.iter().filter(|e| e.pick.is_some()).count() >= 2, "{m}x{n}");
         }
     }
 }

@@ -9,6 +9,10 @@ pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, name: &str, x: &
     let f = format!("{}.ffn", plan.prefix());
     let limit = m.swiglu_limit();
     let logits = ex.linear(x, &format!("{f}.gate"), Out::F32)?;
+    let scored = ex.dims(&logits).1;
+    if scored != plan.n_routed_experts {
+        return Err(ExecError::BadWeight { name: format!("{f}.gate.weight"), problem: format!("scores {scored} experts, the layer has {}", plan.n_routed_experts) }.into());
+    }
     let bias_vl = (m.cfg.vision.is_some() && plan.dspark_stage.is_none()).then(|| format!("{f}.gate.bias_vl"));
     let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), bias_vl.as_deref(), image, &m.route(plan))?;
     tap(ex, taps, format!("{name}.ffn.gate_idx"), &ids)?;
