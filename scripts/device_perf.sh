@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Decode receipts on a GPU machine from carried binaries (.cache/devab/ab.tar.xz: target/ab/SIDE/lockstep): flash-scaled checkpoints of each LAYERS count in turn, bench forward of each side on each (dispatches, waits and host work per step beside device time), then the last side's profile, GEMM contract on full shapes and contract hash.
+set -u
+source scripts/device_env.sh
+mkdir -p target && tar -C target -xJf .cache/devab/ab.tar.xz
+SIDES=${SIDES:-"f n"}; last=${SIDES##* }
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } 2>&1 | tee "$OUT/gpu.txt"
+for layers in ${LAYERS_LIST:-3}; do
+  dir=/tmp/fs$layers
+  [ -f "$dir/config.json" ] || { rm -rf /tmp/fs[0-9]*; /usr/bin/time -f "make-tiny %e s" target/ab/$last/lockstep make-tiny "$dir" --preset flash-scaled --layers "$layers" 2>&1 | tail -2 | tee -a "$OUT/make_tiny.txt"; }
+  for side in ${BENCH_SIDES:-$SIDES}; do
+    echo "== $side layers $layers"
+    timeout "${BENCH_S:-150}" target/ab/$side/lockstep bench forward --model "$dir" --reps "${REPS:-7}" --prefill "${PREFILL:-2048}" --rows 4 2>&1 | grep -v XDG | tee "$OUT/bench_${side}_L$layers.txt"
+  done
+  if [ -n "${PROFILE:-}" ]; then
+    timeout "${BENCH_S:-150}" target/ab/$last/lockstep bench forward --model "$dir" --reps 3 --prefill 512 --rows 4 --profile 2>&1 | grep -v XDG > "$OUT/profile_${last}_L$layers.txt"
+  fi
+done
+if [ -n "${CONTRACT:-}" ]; then
+  timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --only gemm --seed 42 2>&1 | grep -E "^(ok|FAIL|n/a|SUMMARY)" | tee "$OUT/contract_gemm_$last.txt"
+  timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --hash 2>&1 | grep -E "^(SUMMARY|HASH)" | tee "$OUT/contract_hash_$last.txt"
+fi
+true
