@@ -17,7 +17,7 @@ for layers in ${LAYERS_LIST:-3}; do
   fi
 done
 if [ -n "${CONTRACT:-}" ]; then
-  timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --only gemm --seed 42 2>&1 | grep -E "^(ok|FAIL|n/a|SUMMARY)" | tee "$OUT/contract_gemm_$last.txt"
+  timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --only "${CONTRACT_ONLY:-gemm}" --seed 42 2>&1 | grep -E "^(ok|FAIL|n/a|SUMMARY)" | tee "$OUT/contract_${CONTRACT_ONLY:-gemm}_$last.txt"
   timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --hash 2>&1 | grep -E "^(SUMMARY|HASH)" | tee "$OUT/contract_hash_$last.txt"
 fi
 true

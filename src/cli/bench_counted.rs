@@ -99,9 +99,10 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 self.bytes.expert_picks += picked.len();
             }
             Reads::Stack { stack, table } => {
-                let words = ex.read(table)?;
-                for e in words.chunks_exact(3) {
-                    self.bytes.experts += self.module(&stack.module(e[0] as usize));
+                let (words, cols) = (ex.read(table)?, ex.dims(table).1.max(1));
+                let touched: BTreeSet<i64> = words.chunks_exact(cols).map(|e| e[0] as i64).collect();
+                for e in touched {
+                    self.bytes.experts += self.module(&stack.module(e as usize));
                 }
             }
         }
