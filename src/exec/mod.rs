@@ -117,6 +117,10 @@ pub trait Executor {
     fn copy(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
     /// Uploads a row index list as `[len, 1]` (values exact as f32).
     fn upload_index(&mut self, idx: &[u32]) -> Result<Self::Tensor, ExecError>;
+    /// `upload_index` of a list that depends only on shapes, which the executor may keep and hand out again (never written).
+    fn const_index(&mut self, idx: &[u32]) -> Result<Self::Tensor, ExecError> {
+        self.upload_index(idx)
+    }
     /// The same values viewed as `[rows, cols]` (the element count must match).
     fn reshape(&mut self, x: &Self::Tensor, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
     /// Reads a tensor back, row-major.
@@ -207,8 +211,8 @@ pub(crate) fn route_by_row<E: Executor>(ex: &mut E, ids: &E::Tensor) -> Result<R
     let (s, k) = ex.dims(ids);
     let rows: Vec<u32> = (0..s * k).map(|p| (p / k.max(1)) as u32).collect();
     let order: Vec<u32> = (0..(s * k) as u32).collect();
-    let picks = ex.upload_index(&order)?;
-    Ok(Routes { rows: ex.upload_index(&rows)?, slots: ex.reshape(&picks, s, k)?, picks, table: ex.reshape(ids, s * k, 1)? })
+    let picks = ex.const_index(&order)?;
+    Ok(Routes { rows: ex.const_index(&rows)?, slots: ex.reshape(&picks, s, k)?, picks, table: ex.reshape(ids, s * k, 1)? })
 }
 
 /// `route` from the ids read to the host and packed there (`kernels::moe::pack_routes`), the index tensors uploaded: both executors' way until routing runs on the device.

@@ -88,6 +88,9 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn upload_index(&mut self, idx: &[u32]) -> Result<E::Tensor, ExecError> {
         self.inner.upload_index(idx)
     }
+    fn const_index(&mut self, idx: &[u32]) -> Result<E::Tensor, ExecError> {
+        self.inner.const_index(idx)
+    }
     fn reshape(&mut self, x: &E::Tensor, rows: usize, cols: usize) -> Result<E::Tensor, ExecError> {
         self.inner.reshape(x, rows, cols)
     }

@@ -87,7 +87,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
     let entries = shapes::grouped_linear((x.rows, x.cols), st.k, &words)?;
     shapes::stack_entries(&entries, st.experts)?;
     let y = ex.out(x.rows, st.n)?;
-    let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
+    let quant = act_values(ex, x, st.fmt)?;
     let tiled = entries.iter().any(|e| e.rows > GEMV_MAX_ROWS);
     let tile = if tiled { TILE_ROWS } else { usize::MAX };
     for p in &st.parts {
@@ -101,13 +101,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
             continue;
         }
         let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
-        let (xv, xs) = match &quant {
-            Some((q, s)) => (q, Some(s)),
-            None => (&x.buf, None),
-        };
-        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &tiles, table: &table, picks: &table };
-        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
-        gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, lang, 0)?;
+        record_part(ex, st, p, x.rows, &quant, &y, &tiles, &table, &table, tiled)?;
     }
     round_out(ex, y, out, 0)
 }
@@ -116,19 +110,33 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
 fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     shapes::grouped_picks((x.rows, x.cols), st.k, (picks.rows, picks.cols))?;
     let y = ex.out(x.rows, st.n)?;
-    let quant = if st.fmt == WeightFormat::Bf16 { None } else { Some(act_quant(ex, x)?) };
+    let quant = act_values(ex, x, st.fmt)?;
     for p in &st.parts {
         let entries: Vec<GroupEntry> = (0..x.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g, 0, st.n)).collect();
-        let table = ex.upload_pod(&gemm_grouped::table_words(&entries))?;
-        let (xv, xs) = match &quant {
-            Some((q, s)) => (q, Some(s)),
-            None => (&x.buf, None),
-        };
-        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: xv, xs, w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries: &entries, table: &table, picks: &picks.buf };
-        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
-        gemm_grouped::record_grouped(&mut ex.rec, &a, false, lang, 0)?;
+        let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
+        record_part(ex, st, p, x.rows, &quant, &y, &entries, &table, &picks.buf, false)?;
     }
     round_out(ex, y, out, 0)
+}
+
+/// The activation a stack's kernels read: act_quant's (values, scales) for the scaled formats, `x` itself for bf16.
+fn act_values(ex: &mut GpuExecutor, x: &GpuTensor, fmt: WeightFormat) -> Result<(Buf, Option<Buf>), ExecError> {
+    Ok(match fmt {
+        WeightFormat::Bf16 => (x.buf.clone(), None),
+        _ => {
+            let (q, s) = act_quant(ex, x)?;
+            (q, Some(s))
+        }
+    })
+}
+
+/// Records one stack part's grouped GEMM over `entries` (on the device as `table`), pick entries reading their experts from `picks`.
+#[allow(clippy::too_many_arguments)]
+fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, entries: &[GroupEntry], table: &Buf, picks: &Buf, tiled: bool) -> Result<(), ExecError> {
+    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries, table, picks };
+    let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
+    gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, lang, 0)?;
+    Ok(())
 }
 
 /// moe_join: each row's packed outputs by ascending expert id, then `shared`, rounded to bf16.

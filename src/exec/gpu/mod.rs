@@ -19,6 +19,10 @@ use std::sync::Arc;
 /// Rows whose routing stays on the device (a grouped GEMM entry per pick); more rows are packed by expert on the host.
 const DEVICE_ROUTE_ROWS: usize = crate::kernels::gemm::GEMV_MAX_ROWS;
 
+/// The longest index list `const_words` keeps, and how many lists it keeps before starting over.
+const CONST_WORDS: usize = 4096;
+const CONST_LISTS: usize = 256;
+
 /// Pending dispatches that make the executor submit without waiting.
 const PIPELINE_DISPATCHES: usize = 64;
 
@@ -79,6 +83,8 @@ pub struct GpuExecutor<'g, 'c> {
     pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
     /// Buffers of 1.0f32 by length, kept for the executor's life (row weights and act scales of 1).
     ones: HashMap<usize, Buf>,
+    /// Small index lists that depend only on shapes, uploaded once (routing rows and picks, pick tables).
+    consts: HashMap<Vec<u32>, Buf>,
 }
 
 /// Device time of one kernel over the dispatches a profile saw.
@@ -95,7 +101,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let wgsl = |k: &&dyn crate::contract::Kernel| k.variants().first().is_some_and(|v| v.lang() == crate::gpu::Lang::Wgsl);
         let registered = crate::kernels::registry().into_iter().filter(wgsl).map(|k| k.name()).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new() }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new(), consts: HashMap::new() }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -262,6 +268,22 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         Ok(b)
     }
 
+    /// A buffer holding `words`, uploaded once per distinct list and kept (lists past `CONST_WORDS` are pooled uploads).
+    pub(crate) fn const_words(&mut self, words: &[u32]) -> Result<Buf, ExecError> {
+        if words.len() > CONST_WORDS {
+            return self.upload_pod(words);
+        }
+        if let Some(b) = self.consts.get(words) {
+            return Ok(b.clone());
+        }
+        if self.consts.len() >= CONST_LISTS {
+            self.consts.clear();
+        }
+        let b = self.gpu.upload_pod(words)?;
+        self.consts.insert(words.to_vec(), b.clone());
+        Ok(b)
+    }
+
     /// A tensor holding host values.
     pub(crate) fn put(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<GpuTensor, ExecError> {
         shapes::upload(data.len(), rows, cols)?;
@@ -303,6 +325,10 @@ impl Executor for GpuExecutor<'_, '_> {
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {
         Ok(GpuTensor { buf: self.upload_pod(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())) })
+    }
+
+    fn const_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {
+        Ok(GpuTensor { buf: self.const_words(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())) })
     }
 
     fn reshape(&mut self, x: &GpuTensor, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
