@@ -1,9 +1,10 @@
 //! `lockstep bench forward` on the tiny model (every measurement line with positive rates) and the byte count of one decode step.
 mod forward_support;
 
-use lockstep::cli::bench_counted::Counted;
+use lockstep::cli::bench_counted::{Counted, StepBytes};
 use lockstep::engine::Session;
-use lockstep::exec::CpuExecutor;
+use lockstep::exec::{CpuExecutor, Executor, GpuExecutor};
+use lockstep::gpu::{DeviceChoice, Gpu};
 use lockstep::model::forward::{LogitRows, Model};
 use lockstep::model::taps::Taps;
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
     let model = dir.0.to_str().expect("utf-8 temp dir");
     let out = lockstep(&["make-tiny", model, "--seed", "4"]);
     assert!(out.status.success(), "make-tiny failed: {}", String::from_utf8_lossy(&out.stderr));
-    let out = lockstep(&["bench", "forward", "--model", model, "--reps", "1", "--prefill", "16,32", "--context", "16", "--profile"]);
+    let out = lockstep(&["bench", "forward", "--model", model, "--reps", "1", "--prefill", "16,32", "--context", "16,40", "--profile"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "bench forward failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     let line = |prefix: &str| stdout.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no `{prefix}` line in\n{stdout}")).to_string();
@@ -58,6 +59,13 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
     assert!(number_before(&bw, "MB/step") > 0.0 && number_before(&bw, "GB/s:") > 0.0, "{bw}");
     assert!(number_before(&bw, "% of the copy kernel") > 0.0 && number_before(&bw, "GB/s (") > 0.0, "{bw}");
     assert!(bw.contains("for 18 expert picks"), "9 layers x top-2 experts: {bw}");
+    let (short, long) = (line("decode scaling rows=1 context=16 "), line("decode scaling rows=1 context=40 "));
+    for l in [&short, &long] {
+        assert!(number_before(l, "tok/s") > 0.0 && number_before(l, "MB/step read by the indexer") >= 0.0, "{l}");
+    }
+    let (at, idx) = ("MB by attention", "MB/step read by the indexer");
+    assert!(number_before(&long, idx) > number_before(&short, idx), "the indexer's reads grow with the context:\n{short}\n{long}");
+    assert!(number_before(&long, at) >= number_before(&short, at), "attention's reads do not shrink with the context:\n{short}\n{long}");
 }
 
 #[test]
@@ -73,15 +81,22 @@ fn bench_forward_refuses_the_cpu_oracle_and_make_tiny_refuses_unknown_presets() 
     assert!(String::from_utf8_lossy(&out.stderr).contains("--layers"));
 }
 
-#[test]
-fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once() {
-    let t = forward_support::tiny();
-    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
-    let mut s = Session::new(Counted::new(CpuExecutor::new(&t.ckpt), &t.ckpt), &model).expect("session");
+/// The bytes one counted decode step after a 21-token prompt read, on `ex`.
+fn counted_step<E: Executor>(ex: E, model: &Model, ckpt: &lockstep::weights::Checkpoint) -> StepBytes {
+    let mut s = Session::new(Counted::new(ex, ckpt), model).expect("session");
     s.run(&forward_support::prompt(21), LogitRows::Last, &mut Taps::default()).expect("prefill");
     s.ex.obs.counting = true;
     s.run(&[77], LogitRows::Last, &mut Taps::default()).expect("decode");
-    let b = s.ex.obs.bytes;
+    s.ex.obs.bytes
+}
+
+#[test]
+fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once_on_the_cpu_and_the_gpu() {
+    let t = forward_support::tiny();
+    let model = Model::new(t.cfg.clone(), &t.ckpt, t.map.clone()).expect("model");
+    let b = counted_step(CpuExecutor::new(&t.ckpt), &model, &t.ckpt);
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    assert_eq!(counted_step(GpuExecutor::new(&gpu, &t.ckpt), &model, &t.ckpt), b, "the GPU's step (routed on the device) counts the CPU's bytes");
     let size = |n: &str| t.ckpt.get(n).map_or(0, |v| v.bytes.len() as u64);
     let layers = t.cfg.num_hidden_layers;
     assert_eq!(b.expert_picks, layers * t.cfg.num_experts_per_tok);
@@ -95,4 +110,5 @@ fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once
     assert!(lower <= b.weights && b.weights <= upper, "{lower} <= {} <= {upper}", b.weights);
     let window = 22.min(t.cfg.sliding_window) as u64 * t.cfg.head_dim as u64 * 4;
     assert!(b.kv > layers as u64 * window, "KV state {} B", b.kv);
+    assert!(b.index > 0, "index keys {} B", b.index);
 }

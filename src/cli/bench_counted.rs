@@ -13,14 +13,16 @@ pub struct StepBytes {
     pub experts: u64,
     /// Distinct (layer, expert) pairs the routing ids picked.
     pub expert_picks: usize,
-    /// KV state each query row read: window rows, selected compressed rows and index keys (device f32).
+    /// KV state the attention of each query row read: window rows and selected compressed rows (device f32).
     pub kv: u64,
+    /// Index keys the indexer scored for each query row (device f32).
+    pub index: u64,
 }
 
 impl StepBytes {
     /// Everything read.
     pub fn total(&self) -> u64 {
-        self.weights + self.experts + self.kv
+        self.weights + self.experts + self.kv + self.index
     }
 }
 
@@ -75,7 +77,7 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
             Reads::Tensors(names) => self.bytes.weights += names.iter().map(|n| self.tensor(n)).sum::<u64>(),
             Reads::IndexKeys { keys, visible } => {
                 let dim = ex.dims(keys).1 as u64;
-                self.bytes.kv += visible.iter().map(|&v| v as u64 * dim * 4).sum::<u64>();
+                self.bytes.index += visible.iter().map(|&v| v as u64 * dim * 4).sum::<u64>();
             }
             Reads::Attention { q, a } => {
                 self.bytes.weights += self.tensor(a.sink);

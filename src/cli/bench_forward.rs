@@ -28,9 +28,9 @@ pub struct ForwardArgs {
     /// Prefill lengths, each one sequence in one chunk.
     #[arg(long, value_delimiter = ',', default_value = "512,2048")]
     pub prefill: Vec<usize>,
-    /// Tokens prefilled into each sequence before the decode measurements.
-    #[arg(long, default_value_t = 512)]
-    pub context: usize,
+    /// Tokens prefilled into each sequence before the decode measurements: every measurement at the first, then decode rows=1 at each other, with the bytes the indexer and attention read.
+    #[arg(long, value_delimiter = ',', default_value = "512")]
+    pub context: Vec<usize>,
     /// Sequences of the multi-row decode measurement (one decode row each, all in one forward).
     #[arg(long, default_value_t = 4)]
     pub rows: usize,
@@ -144,7 +144,8 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     };
     let (cfg, ckpt) = load(&args.model, LoadMode::Mapped, ValueCheck::Off).with_context(|| format!("loading {}", args.model.display()))?;
     let map = bench_token_map(&cfg, &args.model)?;
-    let need = args.prefill.iter().copied().max().unwrap_or(0).max(args.context + 2 * reps + 8);
+    let context = args.context.first().copied().unwrap_or(512);
+    let need = args.prefill.iter().copied().max().unwrap_or(0).max(args.context.iter().copied().max().unwrap_or(context) + 2 * reps + 8);
     if need > cfg.max_position_embeddings {
         bail!("the benchmark needs {need} positions, the model takes {}", cfg.max_position_embeddings);
     }
@@ -192,8 +193,8 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         let t = medians(&times);
         writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: {}, {:.1} tok/s", ms(t), p as f64 / t.wall)?;
     }
-    let (t1, bytes, host) = decode_one(&mut s, &model, args.context, reps)?;
-    writeln!(out, "decode rows=1 context={} seqs=1 reps={reps}: {}, {:.2} tok/s", args.context, ms(t1), 1.0 / t1.wall)?;
+    let (t1, bytes, host) = decode_one(&mut s, &model, context, reps)?;
+    writeln!(out, "decode rows=1 context={context} seqs=1 reps={reps}: {}, {:.2} tok/s", ms(t1), 1.0 / t1.wall)?;
     let phases: Vec<String> = host.iter().filter(|(n, _)| !matches!(*n, "dispatches" | "submits" | "waits")).map(|(n, v)| format!("{n} {v:.3} ms")).collect();
     let counts: Vec<String> = host.iter().filter(|(n, _)| matches!(*n, "dispatches" | "submits" | "waits")).map(|(n, v)| format!("{v:.1} {n}")).collect();
     writeln!(out, "decode rows=1 host time per step by phase (mean): {}; the rest of the wall time is the forward's own host work", phases.join(", "))?;
@@ -201,43 +202,47 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let busy = t1.wall * 1e3 - phase("wait") - phase("read");
     writeln!(out, "decode rows=1 per step (mean): {} for {} layers; host work {busy:.3} ms (wall less wait and read), device {:.3} ms", counts.join(", "), cfg.num_hidden_layers, t1.device * 1e3)?;
     let rows = args.rows.max(1);
-    let tr = decode_rows(&mut s, &model, args.context, reps, rows)?;
-    writeln!(out, "decode rows={rows} context={} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", args.context, ms(tr), rows as f64 / tr.wall)?;
+    let tr = decode_rows(&mut s, &model, context, reps, rows)?;
+    writeln!(out, "decode rows={rows} context={context} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", ms(tr), rows as f64 / tr.wall)?;
     if let Some(w) = args.drafts {
         for n in [1, rows] {
-            let (tv, td) = windows(&mut s, &model, args.context, reps, n, w)?;
-            writeln!(out, "verify window rows={} per sequence context={} seqs={n} reps={reps}: {} ({:.2}x the {n}-sequence 1-row round); draft pass of {} positions: {} ({:.2}x)", w + 1, args.context, ms(tv), tv.wall / if n == 1 { t1.wall } else { tr.wall }, model.cfg.dspark_block_size, ms(td), td.wall / if n == 1 { t1.wall } else { tr.wall })?;
+            let (tv, td) = windows(&mut s, &model, context, reps, n, w)?;
+            writeln!(out, "verify window rows={} per sequence context={context} seqs={n} reps={reps}: {} ({:.2}x the {n}-sequence 1-row round); draft pass of {} positions: {} ({:.2}x)", w + 1, ms(tv), tv.wall / if n == 1 { t1.wall } else { tr.wall }, model.cfg.dspark_block_size, ms(td), td.wall / if n == 1 { t1.wall } else { tr.wall })?;
         }
     }
     let achieved = bytes.total() as f64 / t1.wall / 1e9;
     let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
     writeln!(
         out,
-        "decode bandwidth rows=1 context={}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
-        args.context,
+        "decode bandwidth rows=1 context={context}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
         bytes.total() as f64 / 1e6,
         bytes.weights as f64 / 1e6,
         bytes.experts as f64 / 1e6,
         bytes.expert_picks,
         bytes.kv as f64 / 1e6,
+        bytes.index as f64 / 1e6,
         t1.wall * 1e3,
         100.0 * achieved / copy,
         100.0 * achieved / read,
         t1.device * 1e3,
         100.0 * on_device / copy
     )?;
+    for &c in &args.context {
+        let (t, b) = if c == context { (t1, bytes) } else { let (t, b, _) = decode_one(&mut s, &model, c, reps)?; (t, b) };
+        writeln!(out, "decode scaling rows=1 context={c} reps={reps}: {}, {:.2} tok/s; {:.3} MB/step read by the indexer (index keys) and {:.3} MB by attention (window and selected rows) of {:.1} MB", ms(t), 1.0 / t.wall, b.index as f64 / 1e6, b.kv as f64 / 1e6, b.total() as f64 / 1e6)?;
+    }
     if args.profile {
-        profile(&mut s, &model, args, out)?;
+        profile(&mut s, &model, context, args, out)?;
     }
     Ok(())
 }
 
 /// Prints each kernel's dispatches and device time for one prefill of the first length and one decode step after the context.
-fn profile(s: &mut Bench, model: &Model, args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
+fn profile(s: &mut Bench, model: &Model, context: usize, args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let p = args.prefill.first().copied().unwrap_or(512);
     let ids = tokens(p, model.cfg.vocab_size, p as u64);
-    let tok = prefill_context(s, model, args.context, 1)?;
-    for (what, ids) in [(format!("decode rows=1 context={}", args.context), vec![tok]), (format!("prefill tokens={p}"), ids)] {
+    let tok = prefill_context(s, model, context, 1)?;
+    for (what, ids) in [(format!("decode rows=1 context={context}"), vec![tok]), (format!("prefill tokens={p}"), ids)] {
         if ids.len() > 1 {
             fresh(s)?;
         }
