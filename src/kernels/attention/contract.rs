@@ -1,5 +1,5 @@
 //! Contract registrations of sparse attention with sink, compressor pooling and row copies.
-use crate::kernels::attention::{self, AttnDims};
+use crate::kernels::attention::{self, split, AttnDims};
 use crate::kernels::util::{canonical_depth, f64s, gamma, poisoned, read_outputs, tiny, words, TERM, U};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Lang, Recorder};
@@ -87,7 +87,7 @@ impl Kernel for SparseAttentionKernel {
         "sparse_attention"
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: &[Variant] = &[Variant::new("ref", &[attention::SPARSE_ATTENTION]), Variant::new("msl_simd", &[attention::SPARSE_ATTENTION_MSL])];
+        const V: &[Variant] = &[Variant::new("ref", &[attention::SPARSE_ATTENTION]), Variant::new("msl_simd", &[attention::SPARSE_ATTENTION_MSL]), Variant::new("split", &attention::split::SPLIT)];
         V
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
@@ -188,6 +188,14 @@ impl Kernel for SparseAttentionKernel {
         let o = poisoned(gpu, words_out)?;
         let d = AttnDims { rows: case.rows, heads: sh.heads, dim: sh.dim, start, window: sh.window, topk: sh.topk, scale: scale_of(sh), block: sh.block };
         let mut rec = Recorder::new(gpu);
+        if variant.name == "split" {
+            let [kb, cb, sb] = split::scratch_bytes(&d).map(|b| poisoned(gpu, (b / 4) as usize));
+            let (keys, counts, scores) = (kb?, cb?, sb?);
+            let scratch = split::SplitScratch { keys: &keys, counts: &counts, scores: &scores };
+            split::record_split(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, &scratch, control)?;
+            rec.submit()?;
+            return read_outputs(gpu, &[(&o, words_out)]);
+        }
         attention::record_sparse_attention(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, variant.lang(), control)?;
         rec.submit()?;
         read_outputs(gpu, &[(&o, words_out)])
@@ -206,7 +214,11 @@ impl Kernel for SparseAttentionKernel {
         ] }
     }
     fn footprint(&self, variant: &Variant) -> Footprint {
-        let workgroup_bytes = if variant.lang() == Lang::Msl { 4096 + 4096 + 1024 + 32 + 8 } else { 4096 + 4096 + 1024 + 1024 + 8 };
+        let workgroup_bytes = match (variant.lang(), variant.name) {
+            (Lang::Msl, _) => 4096 + 4096 + 1024 + 32 + 8,
+            (_, "split") => 4096 + 1024 + 4096 + 8,
+            _ => 4096 + 4096 + 1024 + 1024 + 8,
+        };
         Footprint { workgroup_size: 256, workgroup_bytes, bindings: 7 }
     }
 }

@@ -2,6 +2,7 @@
 use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 pub mod contract;
+pub mod split;
 use crate::numerics::edge::{max, mul_term, sub};
 use crate::numerics::math::{div, exp, mul_rn};
 use crate::numerics::round_bf16;

@@ -1,0 +1,64 @@
+//! Sparse attention split over keys for decode shapes: the keys gathered once per row, scores a workgroup per (head, 64 keys), values a workgroup per (head, 32 dims); the same bits as the one-workgroup kernel.
+use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
+use crate::kernels::attention::{AttnDims, MAX_KEYS};
+
+macro_rules! split_shader {
+    ($stage:literal) => {
+        Shader {
+            lang: Lang::Wgsl,
+            kernel: "sparse_attention",
+            variant: "split",
+            source: concat!(include_str!("../../../wgsl/attention/split_common.wgsl"), include_str!(concat!("../../../wgsl/attention/split_", $stage, ".wgsl"))),
+        }
+    };
+}
+
+/// The three stages: keys, scores, values.
+pub(crate) const SPLIT: [Shader; 3] = [split_shader!("keys"), split_shader!("scores"), split_shader!("values")];
+
+/// Keys per scores workgroup and output dims per values workgroup (the shaders' CHUNK and DIMS).
+const KEY_CHUNK: usize = 64;
+const VALUE_DIMS: usize = 32;
+
+/// Key slots per query row: the window plus the selection width (or the block).
+pub fn key_slots(d: &AttnDims) -> usize {
+    d.window + d.topk.max(d.block)
+}
+
+/// The scratch the split path needs, in bytes: gathered keys [rows, slots, dim], key counts [rows], scores [rows, heads, slots].
+pub fn scratch_bytes(d: &AttnDims) -> [u64; 3] {
+    let slots = key_slots(d) as u64;
+    [4 * d.rows as u64 * slots * d.dim as u64, 4 * d.rows as u64, 4 * d.rows as u64 * d.heads as u64 * slots]
+}
+
+/// Scratch buffers of at least `scratch_bytes`, written before they are read.
+pub struct SplitScratch<'a> {
+    pub keys: &'a Buf,
+    pub counts: &'a Buf,
+    pub scores: &'a Buf,
+}
+
+/// Records sparse attention split over keys: the operands of `record_sparse_attention`, plus scratch.
+#[allow(clippy::too_many_arguments)]
+pub fn record_split(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Buf, sel: &Buf, sink: &Buf, o: &Buf, d: &AttnDims, scratch: &SplitScratch<'_>, control: u32) -> Result<(), GpuError> {
+    let need = scratch_bytes(d);
+    let have = [scratch.keys.bytes, scratch.counts.bytes, scratch.scores.bytes];
+    let ok = d.window > 0 && key_slots(d) <= MAX_KEYS && (d.block == 0 || d.topk == 0) && d.dim > 0 && d.dim <= 8192 && d.heads > 0 && d.heads <= 65535 && d.start + d.rows < (1 << 30);
+    if !ok || need.iter().zip(have).any(|(&n, h)| h < n) {
+        let message = format!("{d:?}: needs 0 < window, window + topk (or block) <= {MAX_KEYS}, no selection with a block, 0 < dim <= 8192, 0 < heads <= 65535, scratch of {need:?} bytes (have {have:?})");
+        return Err(GpuError::Shader { kernel: "sparse_attention/split".into(), message });
+    }
+    let keys = |i: usize| PipelineKey::new(SPLIT[i], &[("CONTROL", f64::from(control))]);
+    let slots = key_slots(d) as u32;
+    for row0 in (0..d.rows).step_by(65535) {
+        let n = (d.rows - row0).min(65535) as u32;
+        let params = [row0 as u32, d.rows as u32, d.heads as u32, d.dim as u32, d.start as u32, d.window as u32, d.topk as u32, d.scale.to_bits(), d.block as u32];
+        let gather = [Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts)];
+        rec.dispatch(&keys(0), &params, &gather, [slots.div_ceil(32), n, 1])?;
+        let score = [Arg::Whole(q), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores)];
+        rec.dispatch(&keys(1), &params, &score, [d.heads as u32, slots.div_ceil(KEY_CHUNK as u32), n])?;
+        let value = [Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores), Arg::Whole(sink), Arg::Whole(o)];
+        rec.dispatch(&keys(2), &params, &value, [d.heads as u32, (d.dim as u32).div_ceil(VALUE_DIMS as u32), n])?;
+    }
+    Ok(())
+}
