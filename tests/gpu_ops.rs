@@ -125,10 +125,12 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
     let mut c = CpuExecutor::new(&t.ckpt);
     let (d, k, experts) = (t.cfg.hidden_size, t.cfg.num_experts_per_tok, t.cfg.n_routed_experts);
-    for rows in [1, 4, 8, 9, 40] {
+    for rows in [1, 4, 8, 9, 40, 90] {
         let x = randn(rows, d, 11);
         let shared = randn(rows, d, 12);
-        let ids: Vec<f32> = (0..rows * k).map(|i| ((i * 5 + i / k) % experts) as f32).collect();
+        let spread = |i: usize| (i * 5 + i / k) % experts;
+        let heavy = |i: usize| if i % k == 0 { 0 } else { 1 + spread(i) % (experts - 1) };
+        let ids: Vec<f32> = (0..rows * k).map(|i| if rows == 90 { heavy(i) } else { spread(i) } as f32).collect();
         let w: Vec<f32> = (0..rows * k).map(|i| round_bf16(0.25 + (i % 7) as f32 * 0.1)).collect();
         let prefix = "layers.1.ffn.experts";
         let (xt, it, wt, st) = (c.upload(rows, d, &x).unwrap(), c.upload(rows, k, &ids).unwrap(), c.upload(rows, k, &w).unwrap(), c.upload(rows, d, &shared).unwrap());
@@ -141,7 +143,7 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
             }
             let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
             let y = routed_experts(&mut g, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("gpu routed experts");
-            assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv and tiled entries), binding limit {split:?}");
+            assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv, small-tile and, with 90 rows on expert 0, 64-row tiles), binding limit {split:?}");
             let waits = g.waits();
             let routes = g.route(&it, experts).expect("route");
             let table = g.dims(&routes.table);

@@ -2,9 +2,6 @@
 var<workgroup> As: array<vec4<f32>, 512>;
 var<workgroup> Bs: array<vec4<f32>, 512>;
 
-// A block of outputs: weight row base, end of its x rows, output column base, columns.
-struct Entry { wbase: u32, end: u32, cbase: u32, cols: u32 }
-
 // Scales of block b for row m and the entry's four columns n0..n0+3 (clamped into range).
 fn scale4(g: Entry, m: u32, n0: u32, b: u32) -> vec4<f32> {
     let mm = x_row(min(m, g.end - 1u), b);

@@ -2,8 +2,8 @@
 use crate::exec::gpu::ops::{act_quant, cached, gemm_kernel, round_out};
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::{shapes, ExecError, Out, Stack};
-use crate::gpu::Buf;
-use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, TILE_ROWS};
+use crate::gpu::{Buf, Lang};
+use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedTile, SMALL_ROWS, TILE_ROWS};
 use crate::kernels::gemm::{self, WeightFormat, GEMV_MAX_ROWS};
 use crate::kernels::moe;
 use std::sync::Arc;
@@ -89,21 +89,41 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
     let y = ex.out(x.rows, st.n)?;
     let quant = act_values(ex, x, st.fmt)?;
     let tiled = entries.iter().any(|e| e.rows > GEMV_MAX_ROWS);
-    let tile = if tiled { TILE_ROWS } else { usize::MAX };
+    let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     for p in &st.parts {
-        let tiles: Vec<GroupEntry> = entries
-            .iter()
-            .filter(|e| (p.e0..p.e1).contains(&e.expert))
-            .flat_map(|e| (0..e.rows).step_by(tile).map(move |r| (e.expert, e.first + r, (e.rows - r).min(tile))))
-            .map(|(expert, first, rows)| GroupEntry::rows((expert - p.e0) * st.n, first, rows, 0, st.n))
-            .collect();
-        if tiles.is_empty() {
-            continue;
+        let mine = entries.iter().filter(|e| (p.e0..p.e1).contains(&e.expert)).map(|e| (e.expert - p.e0, e.first, e.rows));
+        let mut kinds = vec![(GroupedTile::Blocks, Vec::new()), (GroupedTile::Tiled, Vec::new()), (GroupedTile::Small, Vec::new())];
+        for (expert, first, rows) in mine {
+            for (tile, r0, n) in cover(rows, tiled, lang) {
+                kinds[tile as usize].1.push(GroupEntry::rows(expert * st.n, first + r0, n, 0, st.n));
+            }
         }
-        let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
-        record_part(ex, st, p, x.rows, &quant, &y, &tiles, &table, &table, tiled)?;
+        for (tile, tiles) in kinds.into_iter().filter(|(_, t)| !t.is_empty()) {
+            let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
+            record_part(ex, st, p, x.rows, &quant, &y, &tiles, &table, &table, tile)?;
+        }
     }
     round_out(ex, y, out, 0)
+}
+
+/// How one expert's `rows` are covered, as (tile, first row, rows): whole when no entry needs tiles, else 64-row tiles while more than 32 rows remain and 16-row tiles for the rest (MSL: 64-row tiles throughout).
+fn cover(rows: usize, tiled: bool, lang: Lang) -> Vec<(GroupedTile, usize, usize)> {
+    if !tiled {
+        return vec![(GroupedTile::Blocks, 0, rows)];
+    }
+    let mut out = Vec::new();
+    let mut r0 = 0;
+    while rows - r0 > SMALL_ROWS * 2 || (lang == Lang::Msl && r0 < rows) {
+        let n = (rows - r0).min(TILE_ROWS);
+        out.push((GroupedTile::Tiled, r0, n));
+        r0 += n;
+    }
+    while r0 < rows {
+        let n = (rows - r0).min(SMALL_ROWS);
+        out.push((GroupedTile::Small, r0, n));
+        r0 += n;
+    }
+    out
 }
 
 /// Row g of `x` through the expert `picks` row g names, the picks staying on the device: a pick entry per row in each part's grouped GEMM, writing only the rows whose expert the part holds.
@@ -114,7 +134,7 @@ fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &
     for p in &st.parts {
         let entries: Vec<GroupEntry> = (0..x.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g, 0, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
-        record_part(ex, st, p, x.rows, &quant, &y, &entries, &table, &picks.buf, false)?;
+        record_part(ex, st, p, x.rows, &quant, &y, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }
     round_out(ex, y, out, 0)
 }
@@ -132,10 +152,10 @@ fn act_values(ex: &mut GpuExecutor, x: &GpuTensor, fmt: WeightFormat) -> Result<
 
 /// Records one stack part's grouped GEMM over `entries` (on the device as `table`), pick entries reading their experts from `picks`.
 #[allow(clippy::too_many_arguments)]
-fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, entries: &[GroupEntry], table: &Buf, picks: &Buf, tiled: bool) -> Result<(), ExecError> {
+fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
     let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries, table, picks };
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
-    gemm_grouped::record_grouped(&mut ex.rec, &a, tiled, lang, 0)?;
+    gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?;
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Contract registrations of the three GEMM formats: shapes, random and edge inputs, controls.
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
-use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs};
+use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs, GroupedTile};
 use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, tiny, words, TERM};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
@@ -59,20 +59,21 @@ enum Path {
     Tiled,
     Grouped,
     GroupedTiled,
+    GroupedSmall,
     MslSimd,
     MslTiled,
     MslDense,
 }
 
 impl Path {
-    const ALL: [Path; 7] = [Path::Ref, Path::Gemv, Path::Tiled, Path::Grouped, Path::GroupedTiled, Path::MslSimd, Path::MslTiled];
+    const ALL: [Path; 8] = [Path::Ref, Path::Gemv, Path::Tiled, Path::Grouped, Path::GroupedTiled, Path::GroupedSmall, Path::MslSimd, Path::MslTiled];
 
     /// The path of one of the formats' variants, by identity.
     fn of(v: &Variant) -> Path {
-        if std::ptr::eq(v, &BF16_VARIANTS[5]) {
+        if std::ptr::eq(v, &BF16_VARIANTS[6]) {
             return Path::MslDense;
         }
-        [&BF16_VARIANTS[..5], &E4M3_VARIANTS[..], &E2M1_VARIANTS[..]].iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
+        [&BF16_VARIANTS[..6], &E4M3_VARIANTS[..], &E2M1_VARIANTS[..]].iter().find_map(|row| row.iter().position(|x| std::ptr::eq(x, v))).map_or(Path::Ref, |i| Path::ALL[i])
     }
 
     /// The engine's dense variant, for the plain paths.
@@ -85,40 +86,42 @@ impl Path {
         }
     }
 
-    /// Whether a grouped path is the tiled one; `None` for the plain paths.
-    fn grouped(self) -> Option<bool> {
+    /// How a grouped path covers its entries; `None` for the plain paths.
+    fn grouped(self) -> Option<GroupedTile> {
         match self {
-            Path::Grouped | Path::MslSimd => Some(false),
-            Path::GroupedTiled | Path::MslTiled => Some(true),
+            Path::Grouped | Path::MslSimd => Some(GroupedTile::Blocks),
+            Path::GroupedTiled | Path::MslTiled => Some(GroupedTile::Tiled),
+            Path::GroupedSmall => Some(GroupedTile::Small),
             _ => None,
         }
     }
 }
 
 /// A format's variants: the reference, gemv and tiled dense kernels, and the grouped kernels over a one-entry-per-tile table.
-const fn wgsl_row(f: usize) -> [Variant; 5] {
+const fn wgsl_row(f: usize) -> [Variant; 6] {
     [
         Variant::new("ref", std::slice::from_ref(&gemm::SHADERS[f][0])),
         Variant::new("gemv", std::slice::from_ref(&gemm::SHADERS[f][1])),
         Variant::new("tiled", std::slice::from_ref(&gemm::SHADERS[f][2])),
         Variant::new("grouped", std::slice::from_ref(&gemm_grouped::SHADERS[0][f])),
         Variant::new("grouped_tiled", std::slice::from_ref(&gemm_grouped::SHADERS[1][f])),
+        Variant::new("grouped_small", std::slice::from_ref(&gemm_grouped::SHADERS[2][f])),
     ]
 }
 
 /// The scaled formats' variants: the WGSL ones, then the MSL grouped fast paths.
-const fn msl_row(f: usize) -> [Variant; 7] {
-    let [a, b, c, d, e] = wgsl_row(f);
-    [a, b, c, d, e, Variant::new("msl_simd", std::slice::from_ref(&gemm_grouped::MSL[0][f - 1])), Variant::new("msl_tiled", std::slice::from_ref(&gemm_grouped::MSL[1][f - 1]))]
+const fn msl_row(f: usize) -> [Variant; 8] {
+    let [a, b, c, d, e, g] = wgsl_row(f);
+    [a, b, c, d, e, g, Variant::new("msl_simd", std::slice::from_ref(&gemm_grouped::MSL[0][f - 1])), Variant::new("msl_tiled", std::slice::from_ref(&gemm_grouped::MSL[1][f - 1]))]
 }
 
 /// bf16's variants: the WGSL ones, then the MSL dense tiled fast path.
-static BF16_VARIANTS: [Variant; 6] = {
-    let [a, b, c, d, e] = wgsl_row(0);
-    [a, b, c, d, e, Variant::new("msl_tiled", std::slice::from_ref(&gemm::MSL_DENSE_BF16))]
+static BF16_VARIANTS: [Variant; 7] = {
+    let [a, b, c, d, e, g] = wgsl_row(0);
+    [a, b, c, d, e, g, Variant::new("msl_tiled", std::slice::from_ref(&gemm::MSL_DENSE_BF16))]
 };
-static E4M3_VARIANTS: [Variant; 7] = msl_row(1);
-static E2M1_VARIANTS: [Variant; 7] = msl_row(2);
+static E4M3_VARIANTS: [Variant; 8] = msl_row(1);
+static E2M1_VARIANTS: [Variant; 8] = msl_row(2);
 
 impl Kernel for GemmKernel {
     fn name(&self) -> &'static str {
@@ -251,13 +254,13 @@ impl Kernel for GemmKernel {
         let words = case.rows * case.n;
         let out = poisoned(gpu, words)?;
         let mut rec = Recorder::new(gpu);
-        if let Some(tiled) = path.grouped() {
-            let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, if tiled { gemm_grouped::TILE_ROWS } else { usize::MAX });
+        if let Some(tile) = path.grouped() {
+            let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, tile.max_rows());
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
             let picks = gpu.upload_pod(&picks)?;
             let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks };
             let lang = variant.lang();
-            gemm_grouped::record_grouped(&mut rec, &a, tiled, lang, control)?;
+            gemm_grouped::record_grouped(&mut rec, &a, tile, lang, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
             if path == Path::MslDense {
@@ -281,6 +284,7 @@ impl Kernel for GemmKernel {
             Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
             Path::MslSimd => Footprint { workgroup_size: 256, workgroup_bytes: 0, bindings },
+            Path::GroupedSmall => Footprint { workgroup_size: 256, workgroup_bytes: 16 * 64 + 8 * 1024, bindings },
             Path::Gemv | Path::Tiled | Path::GroupedTiled | Path::MslTiled | Path::MslDense => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }

@@ -3,18 +3,46 @@ use crate::kernels::gemm::{gemm_shader, operands, WeightFormat};
 use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 
-pub(crate) const SHADERS: [[Shader; 3]; 2] = [
+/// The WGSL grouped kernels by `GroupedTile`, then by format.
+pub(crate) const SHADERS: [[Shader; 3]; 3] = [
     [
         gemm_shader!("gemm_bf16", "bf16", "grouped", "table4", "entry", "gemv_core"),
         gemm_shader!("gemm_e4m3", "e4m3", "grouped", "table6", "entry", "gemv_core"),
         gemm_shader!("gemm_e2m1", "e2m1", "grouped", "table6", "entry", "gemv_core"),
     ],
     [
-        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "entry", "tile"),
-        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "entry", "tile"),
-        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "entry", "tile"),
+        gemm_shader!("gemm_bf16", "bf16", "grouped_tiled", "table4", "entry", "tile_entry", "tile"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped_tiled", "table6", "entry", "tile_entry", "tile"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped_tiled", "table6", "entry", "tile_entry", "tile"),
+    ],
+    [
+        gemm_shader!("gemm_bf16", "bf16", "grouped_small", "table4", "entry", "tile_entry", "tile_small"),
+        gemm_shader!("gemm_e4m3", "e4m3", "grouped_small", "table6", "entry", "tile_entry", "tile_small"),
+        gemm_shader!("gemm_e2m1", "e2m1", "grouped_small", "table6", "entry", "tile_entry", "tile_small"),
     ],
 ];
+
+/// How a grouped GEMM covers its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedTile {
+    /// Column blocks over any number of rows with K-parallel block sums (decode shapes).
+    Blocks,
+    /// 64x64 tiles, entries of at most `TILE_ROWS` rows.
+    Tiled,
+    /// 16x128 tiles, entries of at most `SMALL_ROWS` rows.
+    Small,
+}
+
+impl GroupedTile {
+    /// Most rows of one entry.
+    pub fn max_rows(self) -> usize {
+        match self {
+            GroupedTile::Blocks => usize::MAX,
+            GroupedTile::Tiled => TILE_ROWS,
+            GroupedTile::Small => SMALL_ROWS,
+        }
+    }
+}
 
 /// The MSL fast paths for Apple GPUs, e4m3 then e2m1: a simdgroup per column (decode shapes), then 64x64 threadgroup tiles (prefill shapes).
 pub(crate) const MSL: [[Shader; 2]; 2] = [
@@ -33,6 +61,9 @@ pub const SIMD_MAX_K: usize = 16384;
 
 /// Most rows of one entry of the tiled grouped variant.
 pub const TILE_ROWS: usize = 64;
+
+/// Most rows of one entry of the small-tile grouped variant.
+pub const SMALL_ROWS: usize = 16;
 
 /// Words of the kernel's partial-sum memory (with the 5-word entry, 16 KiB).
 pub const PART: usize = 4091;
@@ -101,12 +132,13 @@ pub fn grouped_lang(native_msl: bool, fmt: WeightFormat, k: usize) -> Lang {
     if native_msl && fmt != WeightFormat::Bf16 && k <= SIMD_MAX_K { Lang::Msl } else { Lang::Wgsl }
 }
 
-/// Records one grouped GEMM in `lang`, 64x64 tiles when `tiled` (entries of at most `TILE_ROWS` rows) (`control` is 0 outside the contract); nothing when there are no entries.
-pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: Lang, control: u32) -> Result<(), GpuError> {
-    let shader = match (lang, a.fmt) {
-        (Lang::Wgsl, f) => SHADERS[usize::from(tiled)][f as usize],
-        (Lang::Msl, WeightFormat::Bf16) => return Err(GpuError::Shader { kernel: "gemm_bf16/msl".into(), message: "no MSL grouped GEMM for bf16 weights".into() }),
-        (Lang::Msl, f) => MSL[usize::from(tiled)][f as usize - 1],
+/// Records one grouped GEMM in `lang` covering its entries as `tile` says (`control` is 0 outside the contract); nothing when there are no entries.
+pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, lang: Lang, control: u32) -> Result<(), GpuError> {
+    let shader = match (lang, a.fmt, tile) {
+        (Lang::Wgsl, f, t) => SHADERS[t as usize][f as usize],
+        (Lang::Msl, WeightFormat::Bf16, _) => return Err(GpuError::Shader { kernel: "gemm_bf16/msl".into(), message: "no MSL grouped GEMM for bf16 weights".into() }),
+        (Lang::Msl, _, GroupedTile::Small) => return Err(GpuError::Shader { kernel: "grouped gemm/msl".into(), message: "no MSL small-tile grouped GEMM".into() }),
+        (Lang::Msl, f, t) => MSL[usize::from(t == GroupedTile::Tiled)][f as usize - 1],
     };
     let bad = |message: String| GpuError::Shader { kernel: format!("{}/{}", shader.kernel, shader.variant), message };
     if a.entries.is_empty() {
@@ -115,7 +147,7 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: La
     if a.entries.len() > 65535 || a.k % 32 != 0 || a.k / 32 > PART || a.table.bytes < 20 * a.entries.len() as u64 {
         return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
     }
-    let max_rows = if tiled { TILE_ROWS } else { usize::MAX };
+    let max_rows = tile.max_rows();
     if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows || e.pick.is_some_and(|x| e.rows != 1 || x == 0 || x >= PICK as usize)) {
         return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, a pick of other than one row, or outside x rows {} or output columns {}", a.m, a.ldo)));
     }
@@ -124,26 +156,22 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tiled: bool, lang: La
     }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
-    if lang == Lang::Msl && !tiled {
-        if a.k > SIMD_MAX_K {
-            return Err(bad(format!("k {} is over the simdgroup variant's {SIMD_MAX_K}", a.k)));
+    let key = |r: Option<u32>| PipelineKey::new(shader, &r.map(|r| ("R", f64::from(r))).into_iter().chain([("CONTROL", f64::from(control))]).collect::<Vec<_>>());
+    let params = |gx: u32| [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, gx];
+    let dispatch = |rec: &mut Recorder, r: Option<u32>, per: u32| {
+        let groups = [(cols as u32).div_ceil(per), a.entries.len() as u32, 1];
+        rec.dispatch(&key(r), &params(groups[0]), &args(a)?, groups)
+    };
+    match (lang, tile) {
+        (Lang::Msl, GroupedTile::Blocks) if a.k > SIMD_MAX_K => Err(bad(format!("k {} is over the simdgroup variant's {SIMD_MAX_K}", a.k))),
+        (Lang::Msl, GroupedTile::Blocks) => dispatch(rec, None, 8),
+        (_, GroupedTile::Tiled) => dispatch(rec, None, 64),
+        (_, GroupedTile::Small) => dispatch(rec, None, 128),
+        (_, GroupedTile::Blocks) => {
+            let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols / 256).clamp(1, 64) as u32;
+            dispatch(rec, Some(r), r)
         }
-        let groups = [(cols as u32).div_ceil(8), a.entries.len() as u32, 1];
-        let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
-        let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
-        return rec.dispatch(&key, &params, &args(a)?, groups);
     }
-    if tiled {
-        let groups = [(cols as u32).div_ceil(64), a.entries.len() as u32, 1];
-        let key = PipelineKey::new(shader, &[("CONTROL", f64::from(control))]);
-        let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
-        return rec.dispatch(&key, &params, &args(a)?, groups);
-    }
-    let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols / 256).clamp(1, 64) as u32;
-    let groups = [(cols as u32).div_ceil(r), a.entries.len() as u32, 1];
-    let key = PipelineKey::new(shader, &[("R", f64::from(r)), ("CONTROL", f64::from(control))]);
-    let params = [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, groups[0]];
-    rec.dispatch(&key, &params, &args(a)?, groups)
 }
 
 /// The bindings of a grouped GEMM: the format's operands, then the table and the picks.
