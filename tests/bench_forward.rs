@@ -50,6 +50,9 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
         assert!(number_before(&l, "ms") > 0.0, "{l}");
     }
     assert!(line("decode rows=4").contains("one forward of 4 sequences"));
+    let (w16, w32) = (line("prefill tokens=16 work:"), line("prefill tokens=32 work:"));
+    assert!(number_before(&w16, "GFLOP,") > 0.0 && number_before(&w16, "GFLOP/s over the wall") > 0.0 && number_before(&w16, "% of the FMA kernel") >= 0.0, "{w16}");
+    assert!(number_before(&w32, "in GEMMs") > number_before(&w16, "in GEMMs"), "GEMM work grows with the tokens:\n{w16}\n{w32}");
     for prefix in ["profile decode rows=1 context=16:", "profile prefill tokens=16:"] {
         let l = line(prefix);
         assert!(number_before(&l, "dispatches,") > 0.0, "{l}");
@@ -111,4 +114,8 @@ fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once
     let window = 22.min(t.cfg.sliding_window) as u64 * t.cfg.head_dim as u64 * 4;
     assert!(b.kv > layers as u64 * window, "KV state {} B", b.kv);
     assert!(b.index > 0, "index keys {} B", b.index);
+    assert_eq!(b.attn_flops, b.kv * t.cfg.num_attention_heads as u64, "scores and values: 4 FLOPs per key element per head");
+    let (hidden, inter) = (t.cfg.hidden_size as u64, t.cfg.moe_intermediate_size as u64);
+    let floor = 2 * t.cfg.vocab_size as u64 * hidden + b.expert_picks as u64 * 3 * 2 * inter * hidden;
+    assert!(b.gemm_flops > floor, "GEMM FLOPs {} over the head's and the routed experts' {floor}", b.gemm_flops);
 }

@@ -4,7 +4,7 @@ use crate::exec::{ExecError, Executor};
 use crate::weights::Checkpoint;
 use std::collections::BTreeSet;
 
-/// Bytes one forward call read, by kind.
+/// Bytes one forward call read, by kind, and the FLOPs of its GEMMs and attention (a multiply-add counts two).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepBytes {
     /// Weights other than routed experts (stored bytes, scales included).
@@ -17,6 +17,10 @@ pub struct StepBytes {
     pub kv: u64,
     /// Index keys the indexer scored for each query row (device f32).
     pub index: u64,
+    /// FLOPs of the GEMMs: dense, blocks of rows, and routed experts over the rows each took.
+    pub gemm_flops: u64,
+    /// FLOPs of attention: scores and weighted values over each query row's keys, every head.
+    pub attn_flops: u64,
 }
 
 impl StepBytes {
@@ -52,6 +56,11 @@ impl ByteCounter<'_> {
         self.ckpt.get(name).map_or(0, |t| t.bytes.len() as u64)
     }
 
+    /// FLOPs of `x_rows` rows through `module.weight` (0 when it is not a GEMM weight).
+    fn gemm(&self, module: &str, x_rows: usize) -> u64 {
+        crate::exec::shapes::gemm_shape(self.ckpt, module).map_or(0, |(_, n, k)| 2 * (x_rows * n * k) as u64)
+    }
+
     /// Stored bytes of `module.weight` and its scale.
     fn module(&self, module: &str) -> u64 {
         self.tensor(&format!("{module}.weight")) + self.tensor(&format!("{module}.scale"))
@@ -70,9 +79,14 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 self.bytes.weights += row * ids as u64;
             }
             Reads::Module(module) => self.bytes.weights += self.module(module),
-            Reads::ModuleRows { module, rows: (lo, hi) } => {
+            Reads::Linear { module, x_rows } => {
+                self.bytes.weights += self.module(module);
+                self.bytes.gemm_flops += self.gemm(module, x_rows);
+            }
+            Reads::ModuleRows { module, rows: (lo, hi), x_rows } => {
                 let n = self.ckpt.get(&format!("{module}.weight")).and_then(|t| t.shape.first().copied()).unwrap_or(1).max(1) as u64;
                 self.bytes.weights += self.module(module) * (hi - lo) as u64 / n;
+                self.bytes.gemm_flops += self.gemm(module, x_rows) * (hi - lo) as u64 / n;
             }
             Reads::Tensors(names) => self.bytes.weights += names.iter().map(|n| self.tensor(n)).sum::<u64>(),
             Reads::IndexKeys { keys, visible } => {
@@ -88,6 +102,8 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                     None => 0,
                 };
                 self.bytes.kv += (window + picked) * hd * 4;
+                let heads = ex.dims(q).1 as u64 / hd.max(1);
+                self.bytes.attn_flops += 4 * (window + picked) * hd * heads;
             }
             Reads::Route { bias, bias_vl, image } => {
                 let vl = match bias_vl {
@@ -105,6 +121,10 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 let touched: BTreeSet<i64> = words.chunks_exact(cols).map(|e| e[0] as i64).collect();
                 for e in touched {
                     self.bytes.experts += self.module(&stack.module(e as usize));
+                }
+                for e in words.chunks_exact(cols).filter(|e| e[0] >= 0.0) {
+                    let rows = if cols >= 3 { e[2] as usize } else { 1 };
+                    self.bytes.gemm_flops += self.gemm(&stack.module(e[0] as usize), rows);
                 }
             }
         }

@@ -192,6 +192,18 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         }
         let t = medians(&times);
         writeln!(out, "prefill tokens={p} chunk={p} seqs=1 reps={reps}: {}, {:.1} tok/s", ms(t), p as f64 / t.wall)?;
+        let work = counted_prefill(&mut s, &ids)?;
+        let flops = (work.gemm_flops + work.attn_flops) as f64;
+        let (on_wall, on_device) = (flops / t.wall / 1e9, flops / t.device.max(1e-12) / 1e9);
+        writeln!(
+            out,
+            "prefill tokens={p} work: {:.3} GFLOP, of which {:.3} in GEMMs and {:.3} in attention (a multiply-add counts two); {on_wall:.1} GFLOP/s over the wall time, {:.2}% of the FMA kernel's {fma:.0}; over the device time {on_device:.1} GFLOP/s ({:.2}%)",
+            flops / 1e9,
+            work.gemm_flops as f64 / 1e9,
+            work.attn_flops as f64 / 1e9,
+            100.0 * on_wall / fma,
+            100.0 * on_device / fma
+        )?;
     }
     let (t1, bytes, host) = decode_one(&mut s, &model, context, reps)?;
     writeln!(out, "decode rows=1 context={context} seqs=1 reps={reps}: {}, {:.2} tok/s", ms(t1), 1.0 / t1.wall)?;
@@ -298,6 +310,17 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
     s.ex.obs.counting = false;
     counted?;
     Ok((medians(&times), s.ex.obs.bytes, host))
+}
+
+/// The bytes and FLOPs of one counted prefill of `ids` from a fresh state.
+fn counted_prefill(s: &mut Bench, ids: &[u32]) -> Result<StepBytes> {
+    fresh(s)?;
+    s.ex.obs.counting = true;
+    s.ex.obs.bytes = StepBytes::default();
+    let counted = timed_call(s, ids);
+    s.ex.obs.counting = false;
+    counted?;
+    Ok(s.ex.obs.bytes)
 }
 
 /// Dispatches, submits and host waits of the executor so far.

@@ -9,8 +9,10 @@ pub enum Reads<'a, T> {
     Rows { module: &'a str, ids: usize },
     /// `module.weight` and its scale.
     Module(&'a str),
-    /// Rows `lo..hi` of `module.weight` and their scales.
-    ModuleRows { module: &'a str, rows: (usize, usize) },
+    /// `module.weight` and its scale, times `x_rows` activation rows.
+    Linear { module: &'a str, x_rows: usize },
+    /// Rows `lo..hi` of `module.weight` and their scales, times `x_rows` activation rows.
+    ModuleRows { module: &'a str, rows: (usize, usize), x_rows: usize },
     /// Whole named tensors.
     Tensors(&'a [&'a str]),
     /// Index keys, of which query row i reads the first `visible[i]`.
@@ -107,10 +109,12 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
         self.run("embed", Reads::Rows { module, ids: ids.len() }, |e| e.embed(module, ids))
     }
     fn linear(&mut self, x: &E::Tensor, module: &str, out: Out) -> Result<E::Tensor, ExecError> {
-        self.run("linear", Reads::Module(module), |e| e.linear(x, module, out))
+        let x_rows = self.inner.dims(x).0;
+        self.run("linear", Reads::Linear { module, x_rows }, |e| e.linear(x, module, out))
     }
     fn linear_block(&mut self, x: &E::Tensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut E::Tensor, col: usize) -> Result<(), ExecError> {
-        self.obs.before(&mut self.inner, "linear_block", Reads::ModuleRows { module, rows })?;
+        let x_rows = self.inner.dims(x).0;
+        self.obs.before(&mut self.inner, "linear_block", Reads::ModuleRows { module, rows, x_rows })?;
         self.inner.linear_block(x, module, rows, quantize, y, col)
     }
     fn grouped_linear(&mut self, x: &E::Tensor, stack: &Stack<'_>, table: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
