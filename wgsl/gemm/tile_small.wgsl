@@ -76,15 +76,15 @@ fn tile_small(g: Entry, m0: u32, n0: u32, tid: u32) {
                 for (var kk = 0u; kk < 16u; kk++) {
                     let a = As[kk * 4u + ty];
                     let c = Bs[kk * 64u + tx];
-                    b01 = b01 + term4(vec4<f32>(a.x * c, a.y * c));
-                    b23 = b23 + term4(vec4<f32>(a.z * c, a.w * c));
+                    b01 = b01 + term4(vec4<f32>(a.x * c.x, a.x * c.y, a.y * c.x, a.y * c.y));
+                    b23 = b23 + term4(vec4<f32>(a.z * c.x, a.z * c.y, a.w * c.x, a.w * c.y));
                 }
                 workgroupBarrier();
             }
-            s0 = s0 + b01.xy * scale2(g, mi, nj, b);
-            s1 = s1 + b01.zw * scale2(g, mi + 1u, nj, b);
-            s2 = s2 + b23.xy * scale2(g, mi + 2u, nj, b);
-            s3 = s3 + b23.zw * scale2(g, mi + 3u, nj, b);
+            s0 = s0 + vec2<f32>(b01.x, b01.y) * scale2(g, mi, nj, b);
+            s1 = s1 + vec2<f32>(b01.z, b01.w) * scale2(g, mi + 1u, nj, b);
+            s2 = s2 + vec2<f32>(b23.x, b23.y) * scale2(g, mi + 2u, nj, b);
+            s3 = s3 + vec2<f32>(b23.z, b23.w) * scale2(g, mi + 3u, nj, b);
         }
         t0 = t0 + s0;
         t1 = t1 + s1;
