@@ -14,6 +14,7 @@ pub mod qat;
 pub mod registry;
 pub mod rope;
 pub mod rows;
+pub mod state;
 pub mod vision;
 mod util;
 

@@ -2,7 +2,7 @@
 use crate::contract::{Kernel, Variant};
 use crate::gpu::Shader;
 use crate::kernels::ops::{contract as ops_contract, select_contract, Elementwise};
-use crate::kernels::{attention, compressor, engram, gemm, hc, indexer, lib, moe, qat, rope, rows, vision};
+use crate::kernels::{attention, compressor, engram, gemm, hc, indexer, lib, moe, qat, rope, rows, state, vision};
 
 static LIB_FORMATS: lib::LibFormats = lib::LibFormats;
 static ACT_QUANT: ops_contract::ActQuantKernel = ops_contract::ActQuantKernel;
@@ -36,6 +36,7 @@ pub fn registry() -> Vec<&'static dyn Kernel> {
     k.extend(attention::contract::kernels());
     k.extend(compressor::contract::kernels());
     k.extend(rows::contract::copy_kernels());
+    k.extend(state::contract::kernels());
     k.extend(indexer::contract::kernels());
     k.extend(moe::contract::kernels());
     k.extend(rows::contract::kernels());
