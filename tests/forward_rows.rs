@@ -18,11 +18,11 @@ fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 fn t(rows: usize, cols: usize, seed: u64, scale: f32) -> CpuTensor {
-    CpuTensor { rows, cols, data: values(rows * cols, seed, scale) }
+    CpuTensor { rows, cols, data: values(rows * cols, seed, scale), pack: None }
 }
 
 fn rows(x: &CpuTensor, a: usize, b: usize) -> CpuTensor {
-    CpuTensor { rows: b - a, cols: x.cols, data: x.data[a * x.cols..b * x.cols].to_vec() }
+    CpuTensor { rows: b - a, cols: x.cols, data: x.data[a * x.cols..b * x.cols].to_vec(), pack: None }
 }
 
 /// Asserts that `f` on all 9 rows equals `f` on rows 0..4 and 4..9 and on each row alone, bit for bit.
@@ -61,7 +61,7 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
         ex.engram_gate(&rows(&h, a, b), &rows(&kv, a, b), "layers.1.engram.q_weight", "layers.1.engram.k_weight", &model.engram_gate(), &live[a..b]).expect("gate")
     };
     row_independent("engram_gate", n, |a, b| gate(&mut ex, a, b));
-    let cs = CpuTensor { rows: n, cols: cfg.qk_rope_head_dim, data: model.rope_rows(lockstep::model::RopeTable::Compress, 100..100 + n) };
+    let cs = CpuTensor { rows: n, cols: cfg.qk_rope_head_dim, data: model.rope_rows(lockstep::model::RopeTable::Compress, 100..100 + n), pack: None };
     row_independent("rope", n, |a, b| ex.rope(&rows(&o, a, b), &rows(&cs, a, b), cfg.num_attention_heads, true).expect("rope"));
     for kind in [Qat::Fp8, Qat::Fp4Rows, Qat::Fp4Index] {
         row_independent("qat", n, |a, b| ex.qat(&rows(&o, a, b), kind).expect("qat"));
@@ -80,7 +80,7 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
     row_independent("moe_route", n, |a, b| {
         let image: Vec<bool> = (a..b).map(|r| r % 3 == 1).collect();
         let (i, w) = ex.moe_route(&rows(&logits, a, b), "layers.3.ffn.gate.bias", Some("layers.3.ffn.gate.bias_vl"), &image, &route).expect("route");
-        CpuTensor { rows: i.rows, cols: 2 * i.cols, data: (0..i.rows).flat_map(|r| i.row(r).iter().chain(w.row(r)).copied().collect::<Vec<_>>()).collect() }
+        CpuTensor { rows: i.rows, cols: 2 * i.cols, data: (0..i.rows).flat_map(|r| i.row(r).iter().chain(w.row(r)).copied().collect::<Vec<_>>()).collect(), pack: None }
     });
     let (ids, rw) = ex.moe_route(&logits, "layers.3.ffn.gate.bias", None, &[false; 9], &route).expect("route");
     let shared = t(n, x.cols, 12, 1.0);
@@ -100,7 +100,7 @@ fn attention_and_pooling_give_the_same_bits_when_a_call_is_split_through_their_s
     let kv = ex.qat(&t(n, hd, 10, 2.0), Qat::Fp8).expect("qat");
     let comp = t(17, hd, 11, 1.0);
     let sel: Vec<f32> = (0..n).flat_map(|i| [(i % 5) as f32, 7.0, (9 + i % 8) as f32, -1.0]).collect();
-    let sel = CpuTensor { rows: n, cols: 4, data: sel };
+    let sel = CpuTensor { rows: n, cols: 4, data: sel, pack: None };
     let ring0 = t(w, hd, 12, 2.0);
     let attend = |ex: &mut CpuExecutor, a: usize, b: usize, ring: &CpuTensor| {
         let (kvp, selp) = (rows(&kv, a, b), rows(&sel, a, b));
@@ -118,7 +118,7 @@ fn attention_and_pooling_give_the_same_bits_when_a_call_is_split_through_their_s
     }
     let (k, g) = (t(n, hd, 13, 1.0), t(n, hd, 14, 3.0));
     let pool = |ex: &mut CpuExecutor, cuts: &[usize]| {
-        let mut partial = CpuTensor { rows: 1, cols: 2 * hd, data: vec![0.0; 2 * hd] };
+        let mut partial = CpuTensor { rows: 1, cols: 2 * hd, data: vec![0.0; 2 * hd], pack: None };
         let mut out = Vec::new();
         for c in cuts.windows(2) {
             let pending = c[0] % 2;

@@ -13,9 +13,9 @@ pub struct StepBytes {
     pub experts: u64,
     /// Distinct (layer, expert) pairs the routing ids picked.
     pub expert_picks: usize,
-    /// KV state the attention of each query row read: window rows and selected compressed rows (device f32).
+    /// KV state the attention of each query row read: window rows and selected compressed rows (device f32), and the packed rows unpacked for it.
     pub kv: u64,
-    /// Index keys the indexer scored for each query row (device f32).
+    /// Index keys the indexer scored for each query row (device f32), and the packed keys unpacked for it.
     pub index: u64,
     /// FLOPs of the GEMMs: dense, blocks of rows, and routed experts over the rows each took.
     pub gemm_flops: u64,
@@ -92,6 +92,19 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
             Reads::IndexKeys { keys, visible } => {
                 let dim = ex.dims(keys).1 as u64;
                 self.bytes.index += visible.iter().map(|&v| v as u64 * dim * 4).sum::<u64>();
+            }
+            Reads::Packed { cache, sel } => {
+                let Some(p) = ex.packing(cache) else { return Ok(()) };
+                let rows = match sel {
+                    Some(s) => ex.read(s)?.iter().filter(|&&v| v >= 0.0).count() as u64,
+                    None => ex.dims(cache).0 as u64,
+                };
+                let bytes = rows * p.row_bytes() as u64;
+                if p.kind == crate::exec::Qat::Fp4Index {
+                    self.bytes.index += bytes;
+                } else {
+                    self.bytes.kv += bytes;
+                }
             }
             Reads::Attention { q, a } => {
                 self.bytes.weights += self.tensor(a.sink);

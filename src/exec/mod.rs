@@ -169,8 +169,16 @@ pub trait Executor {
 
     /// Ratio-r gated pooling: the `pending` buffered rows of `partial` (`[r-1, 2*hd]`: k then g), then this call's `k`, `g` rows; returns the complete groups' latents `[G, hd]` (bf16) and leaves the remainder in `partial` (rest zero).
     fn compress_pool(&mut self, k: &Self::Tensor, g: &Self::Tensor, partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError>;
-    /// Appends rows to a growing cache.
+    /// Appends rows to a growing cache (packing them into a packed cache, whose values they must be exact in).
     fn append_rows(&mut self, cache: &mut Self::Tensor, rows: &Self::Tensor) -> Result<(), ExecError>;
+    /// An empty cache of rows of `cols` values exact in `kind`'s format, kept packed (`kernels::state`: 288 bytes a 512-value fp4 row, 68 a 128-value index key), with room for `capacity` rows; `append_rows` packs into it and `read` unpacks.
+    fn packed_cache(&mut self, kind: Qat, cols: usize, capacity: usize) -> Result<Self::Tensor, ExecError>;
+    /// A packed cache's rows as values: every row (`sel` None), or the rows `sel` `[S, k]` names (-1 for none) as `[S*k, cols]`, with the selection renumbered to those rows (`[S, k]`, -1 kept).
+    fn unpack_rows(&mut self, cache: &Self::Tensor, sel: Option<&Self::Tensor>) -> Result<(Self::Tensor, Option<Self::Tensor>), ExecError>;
+    /// Bytes the tensor's storage holds, its room for more rows included.
+    fn allocated_bytes(&self, t: &Self::Tensor) -> usize;
+    /// How a packed cache's rows are packed (None for values).
+    fn packing(&self, t: &Self::Tensor) -> Option<crate::kernels::state::Packing>;
     /// Keeps the first `rows` rows of a cache (the rest are forgotten; appends continue after them).
     fn truncate_rows(&mut self, cache: &mut Self::Tensor, rows: usize) -> Result<(), ExecError>;
     /// Writes this call's rows (positions `start..`) into their ring slots (position mod ring rows).

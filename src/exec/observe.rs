@@ -17,6 +17,8 @@ pub enum Reads<'a, T> {
     Tensors(&'a [&'a str]),
     /// Index keys, of which query row i reads the first `visible[i]`.
     IndexKeys { keys: &'a T, visible: &'a [usize] },
+    /// Packed rows of `cache`: every row, or those `sel` names.
+    Packed { cache: &'a T, sel: Option<&'a T> },
     /// Attention of query rows `q` over `a`'s window and selected rows.
     Attention { q: &'a T, a: &'a AttnInputs<'a, T> },
     /// The router's bias, and `bias_vl` on rows marked `image`.
@@ -158,6 +160,20 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     }
     fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
         self.inner.append_rows(cache, rows)
+    }
+    fn packed_cache(&mut self, kind: Qat, cols: usize, capacity: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.packed_cache(kind, cols, capacity)
+    }
+    fn unpack_rows(&mut self, cache: &E::Tensor, sel: Option<&E::Tensor>) -> Result<(E::Tensor, Option<E::Tensor>), ExecError> {
+        self.obs.before(&mut self.inner, "unpack_rows", Reads::Packed { cache, sel })?;
+        let (y, places) = self.inner.unpack_rows(cache, sel)?;
+        Ok((self.obs.after(&mut self.inner, "unpack_rows", y)?, places))
+    }
+    fn packing(&self, t: &E::Tensor) -> Option<crate::kernels::state::Packing> {
+        self.inner.packing(t)
+    }
+    fn allocated_bytes(&self, t: &E::Tensor) -> usize {
+        self.inner.allocated_bytes(t)
     }
     fn truncate_rows(&mut self, cache: &mut E::Tensor, rows: usize) -> Result<(), ExecError> {
         self.inner.truncate_rows(cache, rows)

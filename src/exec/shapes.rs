@@ -258,6 +258,22 @@ pub fn append_rows(cache: Dims, rows: Dims) -> Result<(), ExecError> {
     check(cache.1 == rows.1, "append_rows", || format!("cache rows of {} vs rows of {}", cache.1, rows.1))
 }
 
+/// `packed_cache`: a packable kind and whole blocks.
+pub fn packing(kind: Qat, cols: usize) -> Result<crate::kernels::state::Packing, ExecError> {
+    crate::kernels::state::Packing::new(kind, cols).map_err(|problem| ExecError::Shape { op: "packed_cache", problem })
+}
+
+/// `unpack_rows`: a packed cache.
+pub fn packed(pack: Option<crate::kernels::state::Packing>, op: &'static str) -> Result<crate::kernels::state::Packing, ExecError> {
+    pack.ok_or_else(|| ExecError::Shape { op, problem: "not a packed cache".into() })
+}
+
+/// `unpack_rows`' selection: every pick -1 or a row the cache holds.
+pub fn picks(rows: usize, sel: &[f32]) -> Result<(), ExecError> {
+    let bad = sel.iter().find(|&&v| !(v < 0.0 || (v.fract() == 0.0 && (v as usize) < rows)));
+    check(bad.is_none(), "unpack_rows", || format!("pick {:?} of a cache of {rows} rows", bad))
+}
+
 /// `truncate_rows`: no more rows than the cache holds.
 pub fn truncate_rows(have: usize, keep: usize) -> Result<(), ExecError> {
     check(keep <= have, "truncate_rows", || format!("keep {keep} of {have} rows"))

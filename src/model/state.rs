@@ -1,5 +1,6 @@
 //! Per-sequence state (spec 6): window rings, compressed KV and index keys at KV sources, the ratio-2 partial group, engram history, the DSpark rings, position.
-use crate::exec::{ExecError, Executor};
+use crate::exec::{ExecError, Executor, Qat};
+use crate::kernels::state::{pack_rows, unpack_rows, Packing};
 use crate::model::{Config, LayerMode, LayerPlan};
 use crate::text::EngramHistory;
 
@@ -95,17 +96,23 @@ fn restore_rows<E: Executor>(ex: &mut E, ring: &mut E::Tensor, saved: &E::Tensor
 }
 
 impl<T> SeqState<T> {
-    /// Fresh state for `plan`'s backbone layers, allocated on `ex`.
+    /// Fresh state for `plan`'s backbone layers, allocated on `ex`, its compressed caches growing as positions arrive.
     pub fn new<E: Executor<Tensor = T>>(ex: &mut E, cfg: &Config, plan: &[LayerPlan]) -> Result<SeqState<T>, ExecError> {
+        SeqState::with_context(ex, cfg, plan, 0)
+    }
+
+    /// Fresh state with its compressed caches allocated for `context` positions (they grow only past it).
+    pub fn with_context<E: Executor<Tensor = T>>(ex: &mut E, cfg: &Config, plan: &[LayerPlan], context: usize) -> Result<SeqState<T>, ExecError> {
         let mut layers = Vec::new();
         for p in plan.iter().take(cfg.num_hidden_layers) {
+            let rows = context / p.ratio.max(1);
             let window = ex.zeros(cfg.sliding_window, cfg.head_dim)?;
             let comp = if p.mode == LayerMode::Full {
                 let partial = if p.ratio > 1 { Some(ex.zeros(p.ratio - 1, 2 * cfg.head_dim)?) } else { None };
                 Some(CompCache {
                     ratio: p.ratio,
-                    kv: ex.zeros(0, cfg.head_dim)?,
-                    index_keys: ex.zeros(0, cfg.index_head_dim)?,
+                    kv: ex.packed_cache(Qat::Fp4Rows, cfg.head_dim, rows)?,
+                    index_keys: ex.packed_cache(Qat::Fp4Index, cfg.index_head_dim, rows)?,
                     rows: 0,
                     partial,
                     pending: 0,
@@ -266,12 +273,9 @@ impl<T> SeqState<T> {
         Ok(b)
     }
 
-    /// Bytes the state holds on its executor (every ring, cache and buffered group, f32).
+    /// Bytes the state's buffers hold on its executor (every ring, cache and buffered group, as allocated).
     pub fn resident_bytes<E: Executor<Tensor = T>>(&self, ex: &E) -> usize {
-        let size = |t: &T| {
-            let (r, c) = ex.dims(t);
-            r * c * 4
-        };
+        let size = |t: &T| ex.allocated_bytes(t);
         let mut n = self.history.len() * 8;
         for l in &self.layers {
             n += size(&l.window);
@@ -305,8 +309,11 @@ impl<T> SeqState<T> {
             let comp = match l.comp {
                 Some(c) => {
                     let rows = r.u64()? as usize;
-                    let kv = r.rows(ex, cfg.head_dim, Some(rows), i, "compressed kv")?;
-                    let index_keys = r.rows(ex, cfg.index_head_dim, Some(rows), i, "index keys")?;
+                    let (mut kv, mut index_keys) = (c.kv, c.index_keys);
+                    let values = r.grid_rows(ex, cfg.head_dim, Some(rows), i, "compressed kv", Some(Qat::Fp4Rows))?;
+                    ex.append_rows(&mut kv, &values)?;
+                    let values = r.grid_rows(ex, cfg.index_head_dim, Some(rows), i, "index keys", Some(Qat::Fp4Index))?;
+                    ex.append_rows(&mut index_keys, &values)?;
                     let pending = r.u64()? as usize;
                     let partial = match c.partial {
                         Some(_) => Some(r.rows(ex, 2 * cfg.head_dim, Some(c.ratio - 1), i, "partial group")?),
@@ -374,12 +381,24 @@ impl Reader<'_> {
 
     /// A `[rows, cols]` f32 block written by `put`, uploaded; `rows` checked when known.
     fn rows<E: Executor>(&mut self, ex: &mut E, cols: usize, rows: Option<usize>, layer: usize, what: &str) -> Result<E::Tensor, StateError> {
+        self.grid_rows(ex, cols, rows, layer, what, None)
+    }
+
+    /// `rows`, refused unless every value is exact in `grid`'s packed format when given.
+    fn grid_rows<E: Executor>(&mut self, ex: &mut E, cols: usize, rows: Option<usize>, layer: usize, what: &str, grid: Option<Qat>) -> Result<E::Tensor, StateError> {
         let n = self.u64()? as usize;
         if cols == 0 || n % cols != 0 || rows.is_some_and(|r| r * cols != n) {
             return Err(StateError::Format(format!("layer {layer} {what}: {n} values for rows of {cols}")));
         }
         let bytes = self.take(n.checked_mul(4).ok_or_else(|| StateError::Format("size overflow".into()))?)?;
         let vals: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        if let Some(kind) = grid {
+            let p = Packing::new(kind, cols).map_err(|e| StateError::Format(format!("layer {layer} {what}: {e}")))?;
+            let (back, _) = unpack_rows(p, &pack_rows(p, &vals), None);
+            if back.iter().zip(&vals).any(|(a, b)| a.to_bits() != b.to_bits()) {
+                return Err(StateError::Format(format!("layer {layer} {what}: values off the {kind:?} grid")));
+            }
+        }
         Ok(if n == 0 { ex.zeros(0, cols)? } else { ex.upload(n / cols, cols, &vals)? })
     }
 }

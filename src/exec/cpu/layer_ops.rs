@@ -81,7 +81,7 @@ pub(super) fn sparse_attention(ex: &CpuExecutor, q: &CpuTensor, a: &AttnInputs<'
     let hd = a.kv.cols;
     let compressed = a.compressed.map(|(c, s)| ((c.rows, c.cols), (s.rows, s.cols)));
     shapes::sparse_attention((q.rows, q.cols), (a.kv.rows, hd), (a.ring.rows, a.ring.cols), a.window, sink.len(), compressed, a.compressed.map(|(_, s)| s.data.as_slice()))?;
-    let empty = CpuTensor { rows: 0, cols: hd, data: Vec::new() };
+    let empty = CpuTensor { rows: 0, cols: hd, data: Vec::new(), pack: None };
     let mut out = Vec::with_capacity(q.rows * q.cols);
     for i in 0..q.rows {
         let (comp, sel) = match a.compressed {
@@ -91,7 +91,7 @@ pub(super) fn sparse_attention(ex: &CpuExecutor, q: &CpuTensor, a: &AttnInputs<'
         let keys = attention::call_keys(&a.kv.data, &a.ring.data, &comp.data, sel, hd, a.start, a.window, i, a.block);
         out.extend(attention::attend_row(q.row(i), &keys, &sink, hd, a.scale));
     }
-    Ok(CpuTensor { rows: q.rows, cols: q.cols, data: out })
+    Ok(CpuTensor { rows: q.rows, cols: q.cols, data: out, pack: None })
 }
 
 /// Router of each row, with `bias_vl` on image rows.
@@ -106,7 +106,7 @@ pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Opt
     let routes: Vec<(Vec<u32>, Vec<f32>)> = (0..logits.rows).map(|i| moe::route_row(logits.row(i), if image[i] { &vl } else { &b }, p)).collect();
     let ids = routes.iter().flat_map(|(i, _)| i.iter().map(|&e| e as f32)).collect();
     let w = routes.iter().flat_map(|(_, w)| w.iter().copied()).collect();
-    Ok((CpuTensor { rows: logits.rows, cols: p.k, data: ids }, CpuTensor { rows: logits.rows, cols: p.k, data: w }))
+    Ok((CpuTensor { rows: logits.rows, cols: p.k, data: ids, pack: None }, CpuTensor { rows: logits.rows, cols: p.k, data: w, pack: None }))
 }
 
 /// `x W_e^T` of packed rows by table entry: rows `first..first+n` through `stack`'s matrix e (each entry is `linear` of its rows); a one-column table is an expert per row.
@@ -121,7 +121,7 @@ pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, stack: &Stack<'_>,
         check(pn == n, "grouped_linear", || format!("{module}.weight gives {pn} outputs, matrix 0 gives {n}"))?;
         y[first * n..(first + rows) * n].copy_from_slice(&part);
     }
-    Ok(CpuTensor { rows: x.rows, cols: n, data: round_out(y, out) })
+    Ok(CpuTensor { rows: x.rows, cols: n, data: round_out(y, out), pack: None })
 }
 
 /// Each row's packed outputs by ascending expert id then the shared output (`moe::join_row`), rounded to bf16.

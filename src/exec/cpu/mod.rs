@@ -5,21 +5,24 @@ use crate::exec::shapes::{self, bf16_valued};
 use crate::exec::{AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use crate::kernels::gemm::{self, WeightFormat};
 use crate::kernels::ops::{self, RmsNorm};
+use crate::kernels::state::{self, Packing};
 use crate::kernels::vision;
 use crate::numerics::math::mul_rn;
 use crate::numerics::round_bf16;
 use crate::weights::{Checkpoint, TensorView};
 use layer_ops as m;
 
-/// A host tensor `[rows, cols]` of f32 values.
+/// A host tensor `[rows, cols]` of f32 values, or of packed rows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuTensor {
     /// Rows.
     pub rows: usize,
-    /// Columns.
+    /// Columns (values per row).
     pub cols: usize,
-    /// Row-major values.
+    /// Row-major values; for a packed tensor its words' bits, `row_words` a row.
     pub data: Vec<f32>,
+    /// How the rows are packed, for a packed cache.
+    pub pack: Option<Packing>,
 }
 
 impl CpuTensor {
@@ -34,7 +37,7 @@ impl CpuTensor {
         for i in 0..rows {
             data.extend(f(i));
         }
-        CpuTensor { rows, cols, data }
+        CpuTensor { rows, cols, data, pack: None }
     }
 }
 
@@ -49,6 +52,14 @@ pub(crate) fn round_out(mut v: Vec<f32>, out: Out) -> Vec<f32> {
         v.iter_mut().for_each(|x| *x = round_bf16(*x));
     }
     v
+}
+
+/// Refuses a packed tensor where an op reads values.
+fn unpacked(t: &CpuTensor, op: &'static str) -> Result<(), ExecError> {
+    match t.pack {
+        Some(_) => Err(ExecError::Shape { op, problem: "a packed cache where values are read (unpack_rows first)".into() }),
+        None => Ok(()),
+    }
 }
 
 impl<'c> CpuExecutor<'c> {
@@ -110,15 +121,15 @@ impl Executor for CpuExecutor<'_> {
 
     fn upload(&mut self, rows: usize, cols: usize, data: &[f32]) -> Result<CpuTensor, ExecError> {
         shapes::upload(data.len(), rows, cols)?;
-        Ok(CpuTensor { rows, cols, data: data.to_vec() })
+        Ok(CpuTensor { rows, cols, data: data.to_vec(), pack: None })
     }
 
     fn zeros(&mut self, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows, cols, data: vec![0.0; rows * cols] })
+        Ok(CpuTensor { rows, cols, data: vec![0.0; rows * cols], pack: None })
     }
 
     fn scratch(&mut self, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows, cols, data: vec![f32::NAN; rows * cols] })
+        Ok(CpuTensor { rows, cols, data: vec![f32::NAN; rows * cols], pack: None })
     }
 
     fn copy(&mut self, x: &CpuTensor) -> Result<CpuTensor, ExecError> {
@@ -126,21 +137,26 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows: idx.len(), cols: 1, data: idx.iter().map(|&i| i as f32).collect() })
+        Ok(CpuTensor { rows: idx.len(), cols: 1, data: idx.iter().map(|&i| i as f32).collect(), pack: None })
     }
 
     fn reshape(&mut self, x: &CpuTensor, rows: usize, cols: usize) -> Result<CpuTensor, ExecError> {
         shapes::reshape((x.rows, x.cols), rows, cols)?;
-        Ok(CpuTensor { rows, cols, data: x.data.clone() })
+        unpacked(x, "reshape")?;
+        Ok(CpuTensor { rows, cols, data: x.data.clone(), pack: None })
     }
 
     fn gather_rows(&mut self, x: &CpuTensor, idx: &CpuTensor) -> Result<CpuTensor, ExecError> {
+        unpacked(x, "gather_rows")?;
         let words: Vec<u32> = idx.data.iter().map(|&v| v as u32).collect();
         shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), &words)?;
-        Ok(CpuTensor { rows: words.len(), cols: x.cols, data: crate::kernels::rows::gather_rows(&x.data, x.cols, &words) })
+        Ok(CpuTensor { rows: words.len(), cols: x.cols, data: crate::kernels::rows::gather_rows(&x.data, x.cols, &words), pack: None })
     }
 
     fn read(&mut self, t: &CpuTensor) -> Result<Vec<f32>, ExecError> {
+        if t.pack.is_some() {
+            return Ok(self.unpack_rows(t, None)?.0.data);
+        }
         Ok(t.data.clone())
     }
 
@@ -150,7 +166,8 @@ impl Executor for CpuExecutor<'_> {
 
     fn slice_rows(&mut self, x: &CpuTensor, start: usize, len: usize) -> Result<CpuTensor, ExecError> {
         shapes::slice_rows((x.rows, x.cols), start, len)?;
-        Ok(CpuTensor { rows: len, cols: x.cols, data: x.data[start * x.cols..(start + len) * x.cols].to_vec() })
+        unpacked(x, "slice_rows")?;
+        Ok(CpuTensor { rows: len, cols: x.cols, data: x.data[start * x.cols..(start + len) * x.cols].to_vec(), pack: None })
     }
 
     fn hc_repeat(&mut self, x: &CpuTensor, hc: usize) -> Result<CpuTensor, ExecError> {
@@ -168,7 +185,7 @@ impl Executor for CpuExecutor<'_> {
 
     fn linear(&mut self, x: &CpuTensor, module: &str, out: Out) -> Result<CpuTensor, ExecError> {
         let (y, n) = self.linear_rows(&x.data, x.rows, x.cols, module)?;
-        Ok(CpuTensor { rows: x.rows, cols: n, data: round_out(y, out) })
+        Ok(CpuTensor { rows: x.rows, cols: n, data: round_out(y, out), pack: None })
     }
 
     fn linear_block(&mut self, x: &CpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut CpuTensor, col: usize) -> Result<(), ExecError> {
@@ -190,27 +207,27 @@ impl Executor for CpuExecutor<'_> {
         let w = self.values(&format!("{module}.weight"))?;
         shapes::rmsnorm(module, w.len(), (x.rows, x.cols))?;
         let p = RmsNorm { m: x.rows, d: x.cols, eps, bf16_out: out == Out::Bf16 };
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: ops::rmsnorm(&p, &x.data, &w) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: ops::rmsnorm(&p, &x.data, &w), pack: None })
     }
 
     fn scale(&mut self, x: &CpuTensor, s: f32, out: Out) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.iter().map(|&v| mul_rn(v, s)).collect(), out) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.iter().map(|&v| mul_rn(v, s)).collect(), out), pack: None })
     }
 
     fn add(&mut self, a: &CpuTensor, b: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
         shapes::same_dims("add", (a.rows, a.cols), (b.rows, b.cols))?;
         let y = ops::elementwise(ops::Elementwise::Add, &a.data, &b.data, a.cols);
-        Ok(CpuTensor { rows: a.rows, cols: a.cols, data: round_out(y, out) })
+        Ok(CpuTensor { rows: a.rows, cols: a.cols, data: round_out(y, out), pack: None })
     }
 
     fn swiglu(&mut self, g: &CpuTensor, u: &CpuTensor, weights: Option<&CpuTensor>, limit: f32) -> Result<CpuTensor, ExecError> {
         shapes::swiglu((g.rows, g.cols), (u.rows, u.cols), weights.map(|w| (w.rows, w.cols)))?;
         let rw = weights.map_or_else(|| vec![1.0f32; g.rows], |w| w.data.clone());
-        Ok(CpuTensor { rows: g.rows, cols: g.cols, data: ops::swiglu(&g.data, &u.data, &rw, g.cols, limit, true) })
+        Ok(CpuTensor { rows: g.rows, cols: g.cols, data: ops::swiglu(&g.data, &u.data, &rw, g.cols, limit, true), pack: None })
     }
 
     fn round_bf16(&mut self, x: &CpuTensor) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.clone(), Out::Bf16) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: round_out(x.data.clone(), Out::Bf16), pack: None })
     }
 
     fn hc_mixes(&mut self, h: &CpuTensor, site: &HcSite, p: &HcParams) -> Result<CpuTensor, ExecError> {
@@ -235,7 +252,7 @@ impl Executor for CpuExecutor<'_> {
 
     fn qat(&mut self, x: &CpuTensor, kind: Qat) -> Result<CpuTensor, ExecError> {
         shapes::qat((x.rows, x.cols), kind)?;
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: crate::kernels::qat::qat(kind, &x.data) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: crate::kernels::qat::qat(kind, &x.data), pack: None })
     }
 
     fn compress_pool(&mut self, k: &CpuTensor, g: &CpuTensor, partial: &mut CpuTensor, pending: usize, ratio: usize) -> Result<CpuTensor, ExecError> {
@@ -244,14 +261,43 @@ impl Executor for CpuExecutor<'_> {
 
     fn append_rows(&mut self, cache: &mut CpuTensor, rows: &CpuTensor) -> Result<(), ExecError> {
         shapes::append_rows((cache.rows, cache.cols), (rows.rows, rows.cols))?;
-        cache.data.extend_from_slice(&rows.data);
+        unpacked(rows, "append_rows")?;
+        match cache.pack {
+            Some(p) => cache.data.extend(state::pack_rows(p, &rows.data).into_iter().map(f32::from_bits)),
+            None => cache.data.extend_from_slice(&rows.data),
+        }
         cache.rows += rows.rows;
         Ok(())
     }
 
+    fn packed_cache(&mut self, kind: Qat, cols: usize, capacity: usize) -> Result<CpuTensor, ExecError> {
+        let p = shapes::packing(kind, cols)?;
+        Ok(CpuTensor { rows: 0, cols, data: Vec::with_capacity(capacity * p.row_words()), pack: Some(p) })
+    }
+
+    fn unpack_rows(&mut self, cache: &CpuTensor, sel: Option<&CpuTensor>) -> Result<(CpuTensor, Option<CpuTensor>), ExecError> {
+        let p = shapes::packed(cache.pack, "unpack_rows")?;
+        let words: Vec<u32> = cache.data.iter().map(|v| v.to_bits()).collect();
+        if let Some(s) = sel {
+            unpacked(s, "unpack_rows")?;
+            shapes::picks(cache.rows, &s.data)?;
+        }
+        let (y, places) = state::unpack_rows(p, &words, sel.map(|s| s.data.as_slice()));
+        let places = sel.zip(places).map(|(s, v)| CpuTensor { rows: s.rows, cols: s.cols, data: v, pack: None });
+        Ok((CpuTensor { rows: y.len() / cache.cols.max(1), cols: cache.cols, data: y, pack: None }, places))
+    }
+
+    fn packing(&self, t: &CpuTensor) -> Option<Packing> {
+        t.pack
+    }
+
+    fn allocated_bytes(&self, t: &CpuTensor) -> usize {
+        t.data.capacity().max(t.data.len()) * 4
+    }
+
     fn truncate_rows(&mut self, cache: &mut CpuTensor, rows: usize) -> Result<(), ExecError> {
         shapes::truncate_rows(cache.rows, rows)?;
-        cache.data.truncate(rows * cache.cols);
+        cache.data.truncate(rows * cache.pack.map_or(cache.cols, |p| p.row_words()));
         cache.rows = rows;
         Ok(())
     }
@@ -307,18 +353,18 @@ impl Executor for CpuExecutor<'_> {
         let b = self.values(&format!("{module}.bias"))?;
         shapes::bias_add(module, b.len(), (x.rows, x.cols))?;
         let y = vision::row_op(vision::RowOp::BiasAdd, &x.data, &b, x.cols, out == Out::Bf16);
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: y })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: y, pack: None })
     }
 
     fn gelu(&mut self, x: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
-        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: vision::row_op(vision::RowOp::Gelu, &x.data, &[], x.cols.max(1), out == Out::Bf16) })
+        Ok(CpuTensor { rows: x.rows, cols: x.cols, data: vision::row_op(vision::RowOp::Gelu, &x.data, &[], x.cols.max(1), out == Out::Bf16), pack: None })
     }
 
     fn unfold_cells(&mut self, x: &CpuTensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<CpuTensor, ExecError> {
         shapes::unfold_cells((x.rows, x.cols), grid_h, grid_w, cell)?;
         let u = vision::Unfold { grid_h, grid_w, channels: x.cols, cell };
         let (ch, cw) = u.cells();
-        Ok(CpuTensor { rows: ch * cw, cols: u.width(), data: vision::unfold(&x.data, &u) })
+        Ok(CpuTensor { rows: ch * cw, cols: u.width(), data: vision::unfold(&x.data, &u), pack: None })
     }
 
     fn vit_attention(&mut self, q: &CpuTensor, k: &CpuTensor, v: &CpuTensor, heads: usize) -> Result<CpuTensor, ExecError> {

@@ -12,6 +12,7 @@ use layer_ops as gm;
 use ops as go;
 use rows as gr;
 use crate::gpu::{Buf, Gpu, Recorder, Submitted};
+use crate::kernels::state::Packing;
 use crate::weights::Checkpoint;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -37,17 +38,24 @@ pub struct GpuTensor {
     pub cols: usize,
     /// For an index tensor: its values, which the buffer holds as u32 words.
     pub index: Option<Arc<Vec<u32>>>,
+    /// How the rows are packed, for a packed cache (the buffer holds `row_words` words a row).
+    pub pack: Option<Packing>,
 }
 
 impl GpuTensor {
     /// A tensor of f32 values in `buf`.
     pub fn new(buf: Buf, rows: usize, cols: usize) -> GpuTensor {
-        GpuTensor { buf, rows, cols, index: None }
+        GpuTensor { buf, rows, cols, index: None, pack: None }
+    }
+
+    /// Words a row takes in the buffer.
+    pub fn row_words(&self) -> usize {
+        self.pack.map_or(self.cols, |p| p.row_words())
     }
 
     /// Rows the buffer has room for.
     pub fn capacity(&self) -> usize {
-        ((self.buf.bytes / 4) as usize).checked_div(self.cols).unwrap_or(usize::MAX)
+        ((self.buf.bytes / 4) as usize).checked_div(self.row_words()).unwrap_or(usize::MAX)
     }
 }
 
@@ -324,16 +332,17 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {
-        Ok(GpuTensor { buf: self.upload_pod(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())) })
+        Ok(GpuTensor { buf: self.upload_pod(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())), pack: None })
     }
 
     fn const_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {
-        Ok(GpuTensor { buf: self.const_words(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())) })
+        Ok(GpuTensor { buf: self.const_words(idx)?, rows: idx.len(), cols: 1, index: Some(Arc::new(idx.to_vec())), pack: None })
     }
 
     fn reshape(&mut self, x: &GpuTensor, rows: usize, cols: usize) -> Result<GpuTensor, ExecError> {
         shapes::reshape((x.rows, x.cols), rows, cols)?;
-        Ok(GpuTensor { buf: x.buf.clone(), rows, cols, index: x.index.clone() })
+        gr::unpacked(x, "reshape")?;
+        Ok(GpuTensor { buf: x.buf.clone(), rows, cols, index: x.index.clone(), pack: None })
     }
 
     fn gather_rows(&mut self, x: &GpuTensor, idx: &GpuTensor) -> Result<GpuTensor, ExecError> {
@@ -341,6 +350,10 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn read(&mut self, t: &GpuTensor) -> Result<Vec<f32>, ExecError> {
+        if t.pack.is_some() {
+            let (y, _) = self.unpack_rows(t, None)?;
+            return self.values_of(&y);
+        }
         self.values_of(t)
     }
 
@@ -424,6 +437,25 @@ impl Executor for GpuExecutor<'_, '_> {
     fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
         self.quant = None;
         gr::append_rows(self, cache, rows)
+    }
+
+    fn packed_cache(&mut self, kind: Qat, cols: usize, capacity: usize) -> Result<GpuTensor, ExecError> {
+        let p = shapes::packing(kind, cols)?;
+        let mut t = self.alloc(0, p.row_words(), capacity.max(1))?;
+        (t.cols, t.pack) = (cols, Some(p));
+        Ok(t)
+    }
+
+    fn unpack_rows(&mut self, cache: &GpuTensor, sel: Option<&GpuTensor>) -> Result<(GpuTensor, Option<GpuTensor>), ExecError> {
+        gr::unpack_rows(self, cache, sel)
+    }
+
+    fn packing(&self, t: &GpuTensor) -> Option<Packing> {
+        t.pack
+    }
+
+    fn allocated_bytes(&self, t: &GpuTensor) -> usize {
+        t.buf.bytes as usize
     }
 
     fn truncate_rows(&mut self, cache: &mut GpuTensor, rows: usize) -> Result<(), ExecError> {

@@ -2,19 +2,20 @@
 use crate::exec::gpu::ops::cached;
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::{shapes, ExecError};
-use crate::kernels::rows;
+use crate::kernels::{rows, state};
 
 /// Records a `copy_rows` of `rows` rows of `src` from row `at.0` to row `at.1` of `dst` (ring slots when `ring > 0`), each `repeat` times (see `rows::record_copy_rows`).
 fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at: (usize, usize), ring: usize, repeat: usize) -> Result<(), ExecError> {
     ex.need("copy_rows", "copy_rows")?;
-    rows::record_copy_rows(&mut ex.rec, &src.buf, &dst.buf, rows, src.cols, at.0, at.1, ring, repeat, 0)?;
+    rows::record_copy_rows(&mut ex.rec, &src.buf, &dst.buf, rows, src.row_words(), at.0, at.1, ring, repeat, 0)?;
     Ok(())
 }
 
 /// A copy of `x` in a fresh buffer of the same row capacity (rows beyond `x.rows` zero).
 pub(super) fn copy_tensor(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
     let cap = if x.cols == 0 { x.rows } else { x.capacity().max(x.rows) };
-    let mut y = ex.alloc(x.rows, x.cols, cap)?;
+    let mut y = ex.alloc(x.rows, x.row_words(), cap)?;
+    (y.cols, y.pack) = (x.cols, x.pack);
     copy(ex, x, &y, x.rows, (0, 0), 0, 1)?;
     y.index = x.index.clone();
     Ok(y)
@@ -23,6 +24,7 @@ pub(super) fn copy_tensor(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<GpuTens
 /// Rows `start..start + len` of `x`.
 pub(super) fn slice_rows(ex: &mut GpuExecutor, x: &GpuTensor, start: usize, len: usize) -> Result<GpuTensor, ExecError> {
     shapes::slice_rows((x.rows, x.cols), start, len)?;
+    unpacked(x, "slice_rows")?;
     let y = ex.out(len, x.cols)?;
     copy(ex, x, &y, len, (start, 0), 0, 1)?;
     Ok(y)
@@ -59,6 +61,7 @@ pub(super) fn embed(ex: &mut GpuExecutor, module: &str, ids: &[u32]) -> Result<G
 /// Rows `idx` of `x` into a new `[idx rows, cols]` tensor; the indices come from the index tensor's host copy (read back when it has none).
 pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &GpuTensor) -> Result<GpuTensor, ExecError> {
     ex.need("gather_rows", "gather_rows")?;
+    unpacked(x, "gather_rows")?;
     let (ib, n) = match &idx.index {
         Some(words) => {
             shapes::gather_rows((x.rows, x.cols), (idx.rows, idx.cols), words)?;
@@ -78,15 +81,54 @@ pub(crate) fn gather_rows(ex: &mut GpuExecutor, x: &GpuTensor, idx: &GpuTensor) 
 /// Appends `rows` to `cache`, moving it into a buffer of twice the rows when it is full.
 pub(super) fn append_rows(ex: &mut GpuExecutor, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
     shapes::append_rows((cache.rows, cache.cols), (rows.rows, rows.cols))?;
+    unpacked(rows, "append_rows")?;
     let need = cache.rows + rows.rows;
     if need > cache.capacity() {
-        let grown = ex.alloc(cache.rows, cache.cols, need.max(2 * cache.capacity()).max(16))?;
+        let mut grown = ex.alloc(cache.rows, cache.row_words(), need.max(2 * cache.capacity()).max(16))?;
+        (grown.cols, grown.pack) = (cache.cols, cache.pack);
         copy(ex, cache, &grown, cache.rows, (0, 0), 0, 1)?;
         *cache = grown;
     }
-    copy(ex, rows, cache, rows.rows, (0, cache.rows), 0, 1)?;
+    match cache.pack {
+        Some(p) => {
+            ex.need("pack_rows", "pack_rows")?;
+            state::record_pack(&mut ex.rec, p, &rows.buf, &cache.buf, rows.rows, cache.rows, 0)?;
+        }
+        None => copy(ex, rows, cache, rows.rows, (0, cache.rows), 0, 1)?,
+    }
     cache.rows = need;
     Ok(())
+}
+
+/// A packed cache's rows as values: every row, or the rows `sel` `[S, k]` names with the selection renumbered to them.
+pub(super) fn unpack_rows(ex: &mut GpuExecutor, cache: &GpuTensor, sel: Option<&GpuTensor>) -> Result<(GpuTensor, Option<GpuTensor>), ExecError> {
+    let p = shapes::packed(cache.pack, "unpack_rows")?;
+    ex.need("unpack_rows", "unpack_rows")?;
+    match sel {
+        None => {
+            let (y, places) = (ex.out(cache.rows, cache.cols)?, ex.out(1, 1)?);
+            state::record_unpack(&mut ex.rec, p, &cache.buf, cache.rows, None, &y.buf, &places.buf, 0)?;
+            Ok((y, None))
+        }
+        Some(s) => {
+            unpacked(s, "unpack_rows")?;
+            if let Some(words) = &s.index {
+                shapes::picks(cache.rows, &words.iter().map(|&w| w as f32).collect::<Vec<_>>())?;
+            }
+            let n = s.rows * s.cols;
+            let (y, places) = (ex.out(n, cache.cols)?, ex.out(s.rows, s.cols)?);
+            state::record_unpack(&mut ex.rec, p, &cache.buf, cache.rows, Some((&s.buf, n)), &y.buf, &places.buf, 0)?;
+            Ok((y, Some(places)))
+        }
+    }
+}
+
+/// Refuses a packed tensor where an op reads values.
+pub(super) fn unpacked(t: &GpuTensor, op: &'static str) -> Result<(), ExecError> {
+    match t.pack {
+        Some(_) => Err(ExecError::Shape { op, problem: "a packed cache where values are read (unpack_rows first)".into() }),
+        None => Ok(()),
+    }
 }
 
 /// Writes rows (positions `start..`) into ring slots `position mod ring rows`; of rows beyond the ring only the last are written, as sequential writes leave them.

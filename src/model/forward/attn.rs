@@ -1,5 +1,5 @@
 //! The attention block of one layer: q and window kv paths, compressor and index keys at KV sources, indexer and top-k at index sources, sparse attention with sink, grouped output.
-use super::batch::{concat, part, tap_parts};
+use super::batch::{concat, part, tap_parts, Part};
 use super::{tap, CallCtx, ForwardError, Model};
 use crate::model::LayerState;
 use crate::exec::{AttnInputs, ExecError, Executor, Out, Qat};
@@ -51,15 +51,16 @@ pub(super) fn attention<E: Executor>(
     for (i, c) in ctx.seqs.iter().enumerate() {
         let st = &mut *layers[i];
         let (qi, kvi) = (part(ex, &q, c.row, c.len)?, part(ex, &kv, c.row, c.len)?);
-        let compressed = match sources {
+        let unpacked = match sources {
             Some((src, isrc)) => {
                 let missing = || ForwardError::Input(format!("layer {l}: source {src} / {isrc} published nothing this call"));
                 let cache = st.get(src).and_then(|s| s.comp.as_ref()).ok_or_else(missing)?;
                 let sel = c.topk.get(isrc).and_then(Option::as_ref).ok_or_else(missing)?;
-                Some((&cache.kv, sel))
+                Some(compressed_rows(ex, &cache.kv, sel)?)
             }
             None => None,
         };
+        let compressed = unpacked.as_ref().map(|(rows, sel)| (rows, sel.get()));
         let inputs = AttnInputs { kv: kvi.get(), ring: &st[l].window, compressed, sink: &sink, start: c.start, window: cfg.sliding_window, scale, block: false };
         outs.push(ex.sparse_attention(qi.get(), &inputs)?);
         ex.ring_write(&mut st[l].window, kvi.get(), c.start)?;
@@ -71,6 +72,18 @@ pub(super) fn attention<E: Executor>(
     let out = ex.linear(&z, &format!("{a}.wo_b"), Out::Bf16)?;
     tap(ex, taps, format!("L{l}.attn.out"), &out)?;
     Ok(out)
+}
+
+/// A sequence's compressed rows for attention, unpacked: only the rows its selection `[S, k]` picks (the selection renumbered to them) while they are fewer than the cache's rows, else every row.
+fn compressed_rows<'s, E: Executor>(ex: &mut E, cache: &E::Tensor, sel: &'s E::Tensor) -> Result<(E::Tensor, Part<'s, E::Tensor>), ExecError> {
+    let (s, k) = ex.dims(sel);
+    if s * k < ex.dims(cache).0 {
+        let (rows, places) = ex.unpack_rows(cache, Some(sel))?;
+        let places = places.ok_or_else(|| ExecError::Shape { op: "unpack_rows", problem: "no renumbered selection".into() })?;
+        Ok((rows, Part::Rows(places)))
+    } else {
+        Ok((ex.unpack_rows(cache, None)?.0, Part::Whole(sel)))
+    }
 }
 
 /// KV source: compresses each sequence's tokens (after its buffered partial group) and appends its index keys and compressed rows; the GEMMs run once over all rows.
@@ -180,7 +193,8 @@ fn indexer<E: Executor>(
         };
         let visible: Vec<usize> = (0..sc.len).map(|t| (sc.start + t + 1) / plan.ratio).collect();
         let (qi, wi) = (part(ex, q, sc.row, sc.len)?, part(ex, w, sc.row, sc.len)?);
-        let mut scores = ex.index_scores(qi.get(), wi.get(), &cache.index_keys, &visible)?;
+        let keys = ex.unpack_rows(&cache.index_keys, None)?.0;
+        let mut scores = ex.index_scores(qi.get(), wi.get(), &keys, &visible)?;
         if plan.candidate_source {
             sc.candidates = Some(ex.candidate_mask(&scores, &visible, cfg.candidate_topk_blocks, cfg.candidate_block_size)?);
         } else if plan.candidate_mask {
