@@ -58,6 +58,13 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
         assert!(number_before(&l, "dispatches,") > 0.0, "{l}");
     }
     assert!(stdout.lines().any(|l| l.trim_start().starts_with("gemm_e2m1") && l.contains("dispatches")), "per-kernel rows:\n{stdout}");
+    let state = line("state compressed rows and index keys as allocated for");
+    let cfg = lockstep::model::Config::from_dir(std::path::Path::new(model)).expect("config");
+    let packed = |kind, cols| lockstep::kernels::state::Packing::new(kind, cols).expect("packing").row_bytes() as f64;
+    let row = packed(lockstep::exec::Qat::Fp4Rows, cfg.head_dim) + packed(lockstep::exec::Qat::Fp4Index, cfg.index_head_dim);
+    let per_row = number_before(&state, "bytes per compressed row");
+    assert!(per_row >= row && per_row < row + 1.0, "{per_row} bytes per row as allocated, {row} packed:\n{state}");
+    assert!((number_before(&state, "bytes per token") - 2.5 * per_row).abs() < 0.2, "{state}");
     let bw = line("decode bandwidth rows=1 context=16:");
     assert!(number_before(&bw, "MB/step") > 0.0 && number_before(&bw, "GB/s:") > 0.0, "{bw}");
     assert!(number_before(&bw, "% of the copy kernel") > 0.0 && number_before(&bw, "GB/s (") > 0.0, "{bw}");
@@ -114,6 +121,7 @@ fn counted_decode_step_reads_top_k_experts_per_layer_and_every_dense_weight_once
     let window = 22.min(t.cfg.sliding_window) as u64 * t.cfg.head_dim as u64 * 4;
     assert!(b.kv > layers as u64 * window, "KV state {} B", b.kv);
     assert!(b.index > 0, "index keys {} B", b.index);
+    assert!(b.packed > 0 && b.packed < b.kv + b.index, "packed state {} B read for {} B unpacked", b.packed, b.kv + b.index);
     assert_eq!(b.attn_flops, b.kv * t.cfg.num_attention_heads as u64, "scores and values: 4 FLOPs per key element per head");
     let (hidden, inter) = (t.cfg.hidden_size as u64, t.cfg.moe_intermediate_size as u64);
     let floor = 2 * t.cfg.vocab_size as u64 * hidden + b.expert_picks as u64 * 3 * 2 * inter * hidden;

@@ -13,10 +13,12 @@ pub struct StepBytes {
     pub experts: u64,
     /// Distinct (layer, expert) pairs the routing ids picked.
     pub expert_picks: usize,
-    /// KV state the attention of each query row read: window rows and selected compressed rows (device f32), and the packed rows unpacked for it.
+    /// KV state the attention of each query row read: window rows and selected compressed rows (device f32, as unpacked).
     pub kv: u64,
-    /// Index keys the indexer scored for each query row (device f32), and the packed keys unpacked for it.
+    /// Index keys the indexer scored for each query row (device f32, as unpacked).
     pub index: u64,
+    /// Packed compressed rows and index keys read to unpack them for attention and the indexer.
+    pub packed: u64,
     /// FLOPs of the GEMMs: dense, blocks of rows, and routed experts over the rows each took.
     pub gemm_flops: u64,
     /// FLOPs of attention: scores and weighted values over each query row's keys, every head.
@@ -26,7 +28,7 @@ pub struct StepBytes {
 impl StepBytes {
     /// Everything read.
     pub fn total(&self) -> u64 {
-        self.weights + self.experts + self.kv + self.index
+        self.weights + self.experts + self.kv + self.index + self.packed
     }
 }
 
@@ -99,12 +101,7 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                     Some(s) => ex.read(s)?.iter().filter(|&&v| v >= 0.0).count() as u64,
                     None => ex.dims(cache).0 as u64,
                 };
-                let bytes = rows * p.row_bytes() as u64;
-                if p.kind == crate::exec::Qat::Fp4Index {
-                    self.bytes.index += bytes;
-                } else {
-                    self.bytes.kv += bytes;
-                }
+                self.bytes.packed += rows * p.row_bytes() as u64;
             }
             Reads::Attention { q, a } => {
                 self.bytes.weights += self.tensor(a.sink);

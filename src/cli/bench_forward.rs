@@ -156,6 +156,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let label = args.device.clone().unwrap_or_else(|| "default".into());
     let ex = Counted::new(crate::cli::run::gpu_executor(&gpu, &ckpt, &label)?, &ckpt);
     let mut s = Session::with_drafts(ex, &model, args.drafts.is_some())?;
+    s.engine.set_context(need);
     let gb = |b: u64| b as f64 / 1e9;
     writeln!(
         out,
@@ -197,7 +198,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         let (on_wall, on_device) = (flops / t.wall / 1e9, flops / t.device.max(1e-12) / 1e9);
         writeln!(
             out,
-            "prefill tokens={p} work: {:.3} GFLOP, of which {:.3} in GEMMs and {:.3} in attention (a multiply-add counts two); {on_wall:.1} GFLOP/s over the wall time, {:.2}% of the FMA kernel's {fma:.0}; over the device time {on_device:.1} GFLOP/s ({:.2}%)",
+            "prefill tokens={p} work: {:.3} GFLOP, of which {:.3} in GEMMs and {:.3} in attention (a multiply-add counts two); {on_wall:.3} GFLOP/s over the wall time, {:.2}% of the FMA kernel's {fma:.0}; over the device time {on_device:.3} GFLOP/s ({:.2}%)",
             flops / 1e9,
             work.gemm_flops as f64 / 1e9,
             work.attn_flops as f64 / 1e9,
@@ -226,13 +227,14 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
     writeln!(
         out,
-        "decode bandwidth rows=1 context={context}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
+        "decode bandwidth rows=1 context={context}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB, packed state unpacked for them {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
         bytes.total() as f64 / 1e6,
         bytes.weights as f64 / 1e6,
         bytes.experts as f64 / 1e6,
         bytes.expert_picks,
         bytes.kv as f64 / 1e6,
         bytes.index as f64 / 1e6,
+        bytes.packed as f64 / 1e6,
         t1.wall * 1e3,
         100.0 * achieved / copy,
         100.0 * achieved / read,
@@ -241,11 +243,36 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     )?;
     for &c in &args.context {
         let (t, b) = if c == context { (t1, bytes) } else { let (t, b, _) = decode_one(&mut s, &model, c, reps)?; (t, b) };
-        writeln!(out, "decode scaling rows=1 context={c} reps={reps}: {}, {:.2} tok/s; {:.3} MB/step read by the indexer (index keys) and {:.3} MB by attention (window and selected rows) of {:.1} MB", ms(t), 1.0 / t.wall, b.index as f64 / 1e6, b.kv as f64 / 1e6, b.total() as f64 / 1e6)?;
+        writeln!(out, "decode scaling rows=1 context={c} reps={reps}: {}, {:.2} tok/s; {:.3} MB/step read by the indexer (index keys) and {:.3} MB by attention (window and selected rows), unpacked from {:.3} MB of packed state, of {:.1} MB", ms(t), 1.0 / t.wall, b.index as f64 / 1e6, b.kv as f64 / 1e6, b.packed as f64 / 1e6, b.total() as f64 / 1e6)?;
     }
+    state_line(&s, need, out)?;
     if args.profile {
         profile(&mut s, &model, context, args, out)?;
     }
+    Ok(())
+}
+
+/// Prints the persistent state the sequence's compressed caches hold as allocated for `positions`, per compressed row, and per token at the release's KV sources (three of ratio 2, one of ratio 1).
+fn state_line(s: &Bench, positions: usize, out: &mut dyn Write) -> Result<()> {
+    let st = s.engine.state(s.seq)?;
+    let (mut bytes, mut rows) = (0usize, 0usize);
+    let mut parts = Vec::new();
+    for (l, c) in st.layers.iter().enumerate().filter_map(|(l, x)| x.comp.as_ref().map(|c| (l, c))) {
+        let b = s.engine.ex.allocated_bytes(&c.kv) + s.engine.ex.allocated_bytes(&c.index_keys);
+        let r = positions / c.ratio.max(1);
+        parts.push(format!("layer {l} ratio {}: {b} bytes for {r} rows", c.ratio));
+        (bytes, rows) = (bytes + b, rows + r);
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    let per_row = bytes as f64 / rows as f64;
+    writeln!(
+        out,
+        "state compressed rows and index keys as allocated for {positions} positions: {bytes} bytes ({}), {per_row:.1} bytes per compressed row; at the release's KV sources (three ratio-2, one ratio-1) {:.1} bytes per token",
+        parts.join(", "),
+        per_row * (3.0 / 2.0 + 1.0)
+    )?;
     Ok(())
 }
 

@@ -1,5 +1,7 @@
 //! `lockstep inspect`: what a checkpoint (or a config alone) is before anyone loads it: its shape, its layers' roles, its tensors by dtype, what stays resident on the GPU and on the host, the state a lane carries, and what the load would change to make its values canonical.
 use crate::model::{expected_tensors, tensors_to_hold, vision_missing, Checkpoint, Config, LayerMode, LayerPlan, LoadMode, TensorSpec, ValueCheck};
+use crate::exec::Qat;
+use crate::kernels::state::Packing;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -38,7 +40,7 @@ pub(crate) fn state_per_lane(cfg: &Config, drafts: bool) -> (u64, f64) {
     plan[..layers].iter().map(|p| layer_state(cfg, p)).fold((0u64, 0.0f64), |a, b| (a.0 + b.0, a.1 + b.1))
 }
 
-/// Bytes of sequence state a layer keeps per lane: (fixed: window ring and the partial group, per token: compressed rows and index keys), in the executors' f32 layout.
+/// Bytes of sequence state a layer keeps per lane: (fixed: window ring and the partial group, f32; per token: compressed rows and index keys, packed).
 fn layer_state(cfg: &Config, p: &LayerPlan) -> (u64, f64) {
     let f = 4u64;
     let window = (cfg.sliding_window * cfg.head_dim) as u64 * f;
@@ -46,7 +48,8 @@ fn layer_state(cfg: &Config, p: &LayerPlan) -> (u64, f64) {
         return (window, 0.0);
     }
     let partial = if p.ratio > 1 { ((p.ratio - 1) * 2 * cfg.head_dim) as u64 * f } else { 0 };
-    let per_token = ((cfg.head_dim + cfg.index_head_dim) as u64 * f) as f64 / p.ratio.max(1) as f64;
+    let packed = |kind, cols| Packing::new(kind, cols).map_or(cols * 4, |pk| pk.row_bytes());
+    let per_token = (packed(Qat::Fp4Rows, cfg.head_dim) + packed(Qat::Fp4Index, cfg.index_head_dim)) as f64 / p.ratio.max(1) as f64;
     (window + partial, per_token)
 }
 

@@ -382,8 +382,8 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     let warm = Warm { ckpt: &ckpt, t0, bos: cfg.bos_token_id as u32 };
     let drafts = cfg_host.draft_block > 0;
     match &gpu {
-        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model).with_drafts(drafts), warm, &tok, cfg_host, status, rx, &ready),
-        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model).with_drafts(drafts), warm, &tok, cfg_host, status, rx, &ready),
+        None => run_host(Engine::new(Observed { inner: CpuExecutor::new(&ckpt), obs: NanGuard }, &model).with_drafts(drafts).with_context(context), warm, &tok, cfg_host, status, rx, &ready),
+        Some(g) => run_host(Engine::new(gpu_executor(g, &ckpt, &args.device)?, &model).with_drafts(drafts).with_context(context), warm, &tok, cfg_host, status, rx, &ready),
     }
 }
 

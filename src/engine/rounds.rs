@@ -79,12 +79,25 @@ pub struct Engine<'m, 'c, E: Executor> {
     drafts: bool,
     /// Image span embeddings `[span, D]` by id; `None` once removed.
     images: Vec<Option<E::Tensor>>,
+    /// Positions a sequence's compressed caches are allocated for when it is added or forked.
+    context: usize,
 }
 
 impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
     /// An engine with no sequences.
     pub fn new(ex: E, model: &'m Model<'c>) -> Self {
-        Engine { ex, model, seqs: Vec::new(), drafts: false, images: Vec::new() }
+        Engine { ex, model, seqs: Vec::new(), drafts: false, images: Vec::new(), context: 0 }
+    }
+
+    /// Allocates the compressed caches of every sequence added or forked from now on for `context` positions, so they never grow below it.
+    pub fn with_context(mut self, context: usize) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// `with_context` on an engine in place (sequences reset from now on take it).
+    pub fn set_context(&mut self, context: usize) {
+        self.context = context;
     }
 
     /// Feeds DSpark rings from now on (when the model has draft stages): every sequence added, reset or restored carries them.
@@ -100,7 +113,7 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
 
     /// A new state at position 0 (with rings when drafting).
     fn fresh(&mut self) -> Result<SeqState<E::Tensor>, ExecError> {
-        let mut st = SeqState::new(&mut self.ex, &self.model.cfg, &self.model.plan)?;
+        let mut st = SeqState::with_context(&mut self.ex, &self.model.cfg, &self.model.plan, self.context)?;
         if self.drafts {
             st.start_rings(&mut self.ex, &self.model.cfg)?;
         }
@@ -133,8 +146,16 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
         self.images.get_mut(id.0).and_then(Option::take).map(|_| ()).ok_or_else(|| EngineError::Image(id, "not in the engine".into()))
     }
 
-    /// A new sequence whose state is a copy of `id`'s on the device: the two continue independently.
+    /// A new sequence whose state is a copy of `id`'s on the device, allocated for the engine's context: the two continue independently.
     pub fn fork(&mut self, id: SeqId) -> Result<SeqId, EngineError> {
+        let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
+        let copy = st.copy_with_context(&mut self.ex, self.context)?;
+        self.seqs.push(Some(copy));
+        Ok(SeqId(self.seqs.len() - 1))
+    }
+
+    /// `fork` holding only the rows `id` has (a snapshot to fork from later).
+    pub fn snapshot(&mut self, id: SeqId) -> Result<SeqId, EngineError> {
         let st = self.seqs.get(id.0).and_then(Option::as_ref).ok_or(EngineError::Unknown(id))?;
         let copy = st.copy(&mut self.ex)?;
         self.seqs.push(Some(copy));
@@ -232,7 +253,7 @@ impl<'m, 'c, E: Executor> Engine<'m, 'c, E> {
 
     /// The forward of a round over states taken out of the engine.
     fn forward_round(&mut self, work: &[Work<'_>], taken: &mut [SeqState<E::Tensor>], taps: &mut Taps<f32>) -> Result<Vec<E::Tensor>, EngineError> {
-        let Engine { ex, model, seqs: _, drafts: _, images } = self;
+        let Engine { ex, model, seqs: _, drafts: _, images, context: _ } = self;
         let parts: Vec<(Vec<u32>, Vec<ImagePiece<'_, E::Tensor>>)> = work.iter().map(|w| pieces(ex, images, w.input, model.cfg.image_token_id as u32)).collect::<Result<_, _>>()?;
         let mut inputs: Vec<SeqInput<'_, E::Tensor>> = taken.iter_mut().zip(&parts).zip(work).map(|((state, (t, p)), w)| SeqInput { state, tokens: t, rows: w.rows, images: p }).collect();
         forward_batch(ex, model, &mut inputs, taps).map_err(EngineError::from)

@@ -115,6 +115,8 @@ pub trait Executor {
     fn scratch(&mut self, rows: usize, cols: usize) -> Result<Self::Tensor, ExecError>;
     /// A copy of `x` that shares no storage with it (writes to either leave the other unchanged).
     fn copy(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
+    /// `copy` of a cache with room for `rows` rows (at least its own) before it grows.
+    fn copy_with_room(&mut self, x: &Self::Tensor, rows: usize) -> Result<Self::Tensor, ExecError>;
     /// Uploads a row index list as `[len, 1]` (values exact as f32).
     fn upload_index(&mut self, idx: &[u32]) -> Result<Self::Tensor, ExecError>;
     /// `upload_index` of a list that depends only on shapes, which the executor may keep and hand out again (never written).

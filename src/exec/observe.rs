@@ -161,6 +161,9 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
         self.inner.append_rows(cache, rows)
     }
+    fn copy_with_room(&mut self, x: &E::Tensor, rows: usize) -> Result<E::Tensor, ExecError> {
+        self.inner.copy_with_room(x, rows)
+    }
     fn packed_cache(&mut self, kind: Qat, cols: usize, capacity: usize) -> Result<E::Tensor, ExecError> {
         self.inner.packed_cache(kind, cols, capacity)
     }

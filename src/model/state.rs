@@ -140,15 +140,20 @@ impl<T> SeqState<T> {
         self.pos > 0 && self.drafts.as_ref().is_some_and(|d| d.from <= self.pos.saturating_sub(window))
     }
 
-    /// A deep copy on the device: every ring, cache and buffered group copied, so the copy and `self` continue independently.
+    /// A deep copy on the device: every ring, cache and buffered group copied, so the copy and `self` continue independently; its compressed caches hold only their rows.
     pub fn copy<E: Executor<Tensor = T>>(&self, ex: &mut E) -> Result<SeqState<T>, ExecError> {
+        self.copy_with_context(ex, 0)
+    }
+
+    /// `copy` with the compressed caches allocated for `context` positions (as [`SeqState::with_context`]).
+    pub fn copy_with_context<E: Executor<Tensor = T>>(&self, ex: &mut E, context: usize) -> Result<SeqState<T>, ExecError> {
         let mut layers = Vec::with_capacity(self.layers.len());
         for l in &self.layers {
             let comp = match &l.comp {
                 Some(c) => Some(CompCache {
                     ratio: c.ratio,
-                    kv: ex.copy(&c.kv)?,
-                    index_keys: ex.copy(&c.index_keys)?,
+                    kv: ex.copy_with_room(&c.kv, context / c.ratio.max(1))?,
+                    index_keys: ex.copy_with_room(&c.index_keys, context / c.ratio.max(1))?,
                     rows: c.rows,
                     partial: c.partial.as_ref().map(|p| ex.copy(p)).transpose()?,
                     pending: c.pending,

@@ -516,13 +516,13 @@ impl<'t, 'm, 'c, E: Executor> Host<'t, 'm, 'c, E> {
             return;
         }
         let (seq, key) = (l.seq, l.key.clone());
-        let bytes = self.engine.resident_bytes(seq).unwrap_or(usize::MAX / 2) + logits.len() * 4;
+        let Ok(copy) = self.engine.snapshot(seq) else { return };
+        let bytes = self.engine.resident_bytes(copy).unwrap_or(usize::MAX / 2) + logits.len() * 4;
         if !self.cache.fits(bytes) {
+            let _ = self.engine.remove(copy);
             return;
         }
-        if let Ok(copy) = self.engine.fork(seq) {
-            self.keep(key, copy, logits.to_vec());
-        }
+        self.keep(key, copy, logits.to_vec());
     }
 
     /// A failed round fails its streams; when the device no longer answers, serving ends.

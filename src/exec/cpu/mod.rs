@@ -136,6 +136,12 @@ impl Executor for CpuExecutor<'_> {
         Ok(x.clone())
     }
 
+    fn copy_with_room(&mut self, x: &CpuTensor, rows: usize) -> Result<CpuTensor, ExecError> {
+        let mut data = Vec::with_capacity(rows.max(x.rows) * x.pack.map_or(x.cols, |p| p.row_words()));
+        data.extend_from_slice(&x.data);
+        Ok(CpuTensor { data, ..x.clone() })
+    }
+
     fn upload_index(&mut self, idx: &[u32]) -> Result<CpuTensor, ExecError> {
         Ok(CpuTensor { rows: idx.len(), cols: 1, data: idx.iter().map(|&i| i as f32).collect(), pack: None })
     }

@@ -328,7 +328,12 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn copy(&mut self, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
-        gr::copy_tensor(self, x)
+        let room = if x.cols == 0 { x.rows } else { x.capacity() };
+        gr::copy_tensor(self, x, room)
+    }
+
+    fn copy_with_room(&mut self, x: &GpuTensor, rows: usize) -> Result<GpuTensor, ExecError> {
+        gr::copy_tensor(self, x, rows)
     }
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<GpuTensor, ExecError> {

@@ -11,9 +11,9 @@ fn copy(ex: &mut GpuExecutor, src: &GpuTensor, dst: &GpuTensor, rows: usize, at:
     Ok(())
 }
 
-/// A copy of `x` in a fresh buffer of the same row capacity (rows beyond `x.rows` zero).
-pub(super) fn copy_tensor(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
-    let cap = if x.cols == 0 { x.rows } else { x.capacity().max(x.rows) };
+/// A copy of `x` in a fresh buffer with room for `room` rows, at least its own (rows beyond `x.rows` zero).
+pub(super) fn copy_tensor(ex: &mut GpuExecutor, x: &GpuTensor, room: usize) -> Result<GpuTensor, ExecError> {
+    let cap = room.max(x.rows);
     let mut y = ex.alloc(x.rows, x.row_words(), cap)?;
     (y.cols, y.pack) = (x.cols, x.pack);
     copy(ex, x, &y, x.rows, (0, 0), 0, 1)?;
