@@ -58,7 +58,7 @@ enum Command {
         /// Config JSON to use instead of the built-in tiny config.
         #[arg(long, conflicts_with = "preset")]
         config: Option<std::path::PathBuf>,
-        /// Built-in config instead of the tiny one: `flash-scaled` (release layer widths, few layers).
+        /// Built-in config instead of the tiny one: `flash-scaled` (release layer widths, few layers), `flash-scaled-vision`, `tiny-thresholds` (tiny widths, the release's attention thresholds).
         #[arg(long)]
         preset: Option<String>,
         /// Backbone layers of the preset (default: the preset's own).

@@ -25,7 +25,7 @@ pub struct DiffArgs {
     /// Model directory (config.json and safetensors).
     #[arg(long)]
     pub model: PathBuf,
-    /// Prompt text.
+    /// Prompt text, or `@FILE` to read it from a file (long contexts).
     #[arg(long)]
     pub prompt: String,
     /// Encode the prompt as one user message in the V4.1 chat format (thinking off).
@@ -243,7 +243,11 @@ fn argmax(v: &[f32]) -> u32 {
 /// Runs both executors call by call and returns the first difference (with the reference error) or the count of equal stages.
 pub fn diff(args: &DiffArgs) -> Result<DiffOutcome> {
     let (ga, gb) = (open_device(&args.a)?, open_device(&args.b)?);
-    let mut l = load_model(&args.model, &args.prompt, args.chat, args.image.is_some(), super::run::VerifyWeights::Sampled)?;
+    let prompt = match args.prompt.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading the prompt from {path}"))?,
+        None => args.prompt.clone(),
+    };
+    let mut l = load_model(&args.model, &prompt, args.chat, args.image.is_some(), super::run::VerifyWeights::Sampled)?;
     let placed = args.image.as_deref().map(|p| place_image(&l.cfg, &mut l.prompt, p)).transpose()?;
     let model = Model::new(l.cfg.clone(), &l.ckpt, l.map.clone())?;
     let mut a = side(ga.as_ref(), &l, &model, &args.a, None)?;

@@ -16,6 +16,8 @@ pub enum Preset {
     FlashScaled,
     /// The same with the release's vision tower and aligner (32 blocks of 1024, aligner into 5120).
     FlashScaledVision,
+    /// The tiny model's widths with the release's attention thresholds (a 128-position window, 512 picks, candidate blocks from 16,384 compressed rows, a million positions): long contexts cross every threshold cheaply.
+    TinyThresholds,
 }
 
 impl FromStr for Preset {
@@ -25,7 +27,8 @@ impl FromStr for Preset {
         match s {
             "flash-scaled" => Ok(Preset::FlashScaled),
             "flash-scaled-vision" => Ok(Preset::FlashScaledVision),
-            other => Err(invalid("--preset", format!("`{other}` is not a preset; known: flash-scaled, flash-scaled-vision"))),
+            "tiny-thresholds" => Ok(Preset::TinyThresholds),
+            other => Err(invalid("--preset", format!("`{other}` is not a preset; known: flash-scaled, flash-scaled-vision, tiny-thresholds"))),
         }
     }
 }
@@ -54,6 +57,9 @@ fn flash_scaled_roles(n: usize) -> Roles {
 
 /// The config JSON of `preset` with `layers` backbone layers (the preset's default when `None`), validated.
 pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<String, ConfigError> {
+    if preset == Preset::TinyThresholds {
+        return tiny_thresholds(layers);
+    }
     let mut v: Value = serde_json::from_str(FLASH_SCALED_CONFIG_JSON).map_err(|e| ConfigError::Json(e.to_string()))?;
     if preset == Preset::FlashScaledVision {
         let top = v.as_object_mut().ok_or_else(|| ConfigError::Json("the preset is not an object".into()))?;
@@ -78,6 +84,21 @@ pub fn preset_config_json(preset: Preset, layers: Option<usize>) -> Result<Strin
         t.insert("kv_source_layer_ids".into(), json!(r.kv));
         t.insert("index_source_layer_ids".into(), json!(r.index));
         t.insert("candidate_source_layer_id".into(), json!(r.candidate));
+    }
+    let text = serde_json::to_string_pretty(&v).map_err(|e| ConfigError::Json(e.to_string()))? + "\n";
+    Config::from_json(&text)?;
+    Ok(text)
+}
+
+/// The tiny config with the release's window, top-k, candidate level and position limit (its layers are its own).
+fn tiny_thresholds(layers: Option<usize>) -> Result<String, ConfigError> {
+    if layers.is_some() {
+        return Err(invalid("--layers", "the tiny-thresholds preset keeps the tiny model's layers"));
+    }
+    let mut v: Value = serde_json::from_str(crate::model::config::TINY_CONFIG_JSON).map_err(|e| ConfigError::Json(e.to_string()))?;
+    let t = v.get_mut("text_config").and_then(Value::as_object_mut).ok_or_else(|| ConfigError::Missing { section: None, key: "text_config".into() })?;
+    for (k, n) in [("sliding_window", 128), ("index_topk", 512), ("candidate_topk_blocks", 2048), ("candidate_block_size", 8), ("max_position_embeddings", 1 << 20)] {
+        t.insert(k.into(), json!(n));
     }
     let text = serde_json::to_string_pretty(&v).map_err(|e| ConfigError::Json(e.to_string()))? + "\n";
     Config::from_json(&text)?;
