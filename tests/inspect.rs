@@ -23,7 +23,7 @@ fn the_release_config_alone_gives_its_tensor_count_payload_and_resident_split() 
     assert!(host > 200_000_000_000 && resident > 300_000_000_000, "the engram tables stay on the host: {host} / {resident}");
     let dtypes: u64 = v["expected"]["by_dtype"].as_object().expect("by dtype").values().map(|d| d["bytes"].as_u64().unwrap_or(0)).sum();
     assert_eq!(dtypes, 510_286_023_000, "the dtype rows add up");
-    assert_eq!(v["state"]["per_token_bytes"], 6400.0, "three ratio-2 and one ratio-1 KV sources of f32 rows (512 + 128 wide)");
+    assert_eq!(v["state"]["per_token_bytes"], 890.0, "three ratio-2 and one ratio-1 KV sources of packed rows (288 + 68 bytes): the model card's 890");
     assert!(v["checkpoint"].is_null(), "no weights were read");
 }
 
