@@ -365,6 +365,13 @@ fn host_thread(args: &ServeArgs, cfg_host: HostConfig, lanes: usize, context: us
     let cache = cfg_host.cache_bytes as u64;
     let total = per_lane * lanes as u64 + cache;
     eprintln!("lanes: {lanes} x {per_lane} bytes at {context} positions = {} bytes; prompt cache: {cache} bytes; total {total} bytes", per_lane * lanes as u64);
+    if let Some(g) = gpu.as_ref() {
+        let row = crate::kernels::state::Packing::new(crate::exec::Qat::Fp4Rows, cfg.head_dim).map_or(cfg.head_dim * 4, |p| p.row_bytes()) as u64;
+        let widest = context as u64 * row;
+        if widest > g.max_binding() {
+            bail!("--context {context} needs a compressed KV cache of {widest} bytes (a ratio-1 source, {row} bytes a row) in one binding; this device binds at most {} bytes: lower --context to {} or less", g.max_binding(), g.max_binding() / row);
+        }
+    }
     probe(gpu.as_ref(), total).map_err(|e| anyhow::anyhow!("cannot hold the lanes ({lanes} x {per_lane} bytes at --context {context}) and the prompt cache ({cache} bytes): {e}"))?;
     let map = token_map(&cfg, &tok)?;
     let model = Model::new(cfg.clone(), &ckpt, map)?;
