@@ -160,7 +160,7 @@ fn inspect(args: &InspectArgs) -> Result<Value> {
             "per_lane_fixed_bytes": fixed,
             "context": args.context,
             "per_lane_bytes": fixed as f64 + per_token * args.context as f64,
-            "layout": "f32 rows as the executors keep them today",
+            "layout": "compressed rows and index keys packed (e2m1 codes and scales), windows and partial groups f32",
         },
         "drafts": if cfg.has_drafts() { json!(format!("{} DSpark stages, blocks of {} from layers {:?}", cfg.num_nextn_predict_layers, cfg.dspark_block_size, cfg.dspark_target_layer_ids)) } else { json!("none") },
         "vision": vision,
