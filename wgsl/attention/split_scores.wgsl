@@ -1,17 +1,19 @@
-// Stage 2 of split attention, a workgroup per (head, 64 key slots, row): each key's score as attention.wgsl computes it (a thread per (key, block of 32 dims), a thread per key over its blocks in segments of 8), into s [rows, heads, LK].
+// Stage 2 of split attention, a workgroup per (8 heads, 32 key slots, row): each key's score as attention.wgsl computes it (a thread per (key, block of 32 dims) holding its key block across the heads, a thread per (head, key) over the blocks in segments of 8), into s [rows, heads, LK].
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read> nk: array<u32>;
 @group(0) @binding(4) var<storage, read_write> s: array<f32>;
 
-const CHUNK: u32 = 64u;
-var<workgroup> part: array<f32, 256>;
+const CHUNK: u32 = 32u;
+const HEADS: u32 = 8u;
+var<workgroup> part: array<f32, 2048>;
 var<workgroup> n_keys: u32;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     ls_init(P.zero, CONTROL);
-    let h = wid.x;
+    let h0 = wid.x * HEADS;
+    let hn = min(HEADS, P.heads - h0);
     let row = P.row0 + wid.z;
     let lk = key_slots();
     if (lid == 0u) { n_keys = nk[row]; }
@@ -23,34 +25,38 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let kpp = min(256u / nb, CHUNK);
     let mk = lid / nb;
     let mb = lid - mk * nb;
-    let qbase = (row * P.heads + h) * P.dim;
     let blen = min(32u, P.dim - min(mb * 32u, P.dim));
-    var qb: array<f32, 32>;
-    for (var j = 0u; j < 32u; j++) {
-        if (mk < kpp && j < blen) { qb[j] = q[qbase + mb * 32u + j]; }
-    }
+    let rh = lid / kpp;
+    let rk = lid - rh * kpp;
     for (var k0 = c0; k0 < c1; k0 += kpp) {
         let k = k0 + mk;
         if (mk < kpp && k < c1) {
+            var kb: array<f32, 32>;
             let at = (row * lk + k) * P.dim + mb * 32u;
-            var acc = 0.0;
             for (var j = 0u; j < 32u; j++) {
-                if (j < blen) { acc = acc + ls_mul_term(qb[j], g[at + j]); }
+                if (j < blen) { kb[j] = g[at + j]; }
             }
-            part[lid] = acc;
+            for (var hh = 0u; hh < hn; hh++) {
+                let qa = (row * P.heads + h0 + hh) * P.dim + mb * 32u;
+                var acc = 0.0;
+                for (var j = 0u; j < 32u; j++) {
+                    if (j < blen) { acc = acc + ls_mul_term(q[qa + j], kb[j]); }
+                }
+                part[hh * 256u + lid] = acc;
+            }
         }
         workgroupBarrier();
-        if (lid < kpp && k0 + lid < c1) {
+        if (rh < hn && k0 + rk < c1) {
             var seg = 0.0;
             var tot = 0.0;
             for (var b = 0u; b < nb; b++) {
-                seg = seg + part[lid * nb + b];
+                seg = seg + part[rh * 256u + rk * nb + b];
                 if ((b & 7u) == 7u || b + 1u == nb) {
                     tot = tot + seg;
                     seg = 0.0;
                 }
             }
-            s[(row * P.heads + h) * lk + k0 + lid] = mul_rn(tot, P.scale);
+            s[(row * P.heads + h0 + rh) * lk + k0 + rk] = mul_rn(tot, P.scale);
         }
         workgroupBarrier();
     }

@@ -1,4 +1,4 @@
-// Packs rows of QAT values into e2m1 codes and a scale byte per block, a thread per (row, four blocks): each block takes the first lead (6, 4, 3, 2, 1.5, 1, 0.5 times the scale is its largest magnitude) whose scale gives every value exactly; = kernels::state::pack_rows.
+// Packs rows of QAT values into e2m1 codes and a scale byte per block, a thread per (row, block), four threads' scale bytes to a word: each block takes the first lead (6, 4, 3, 2, 1.5, 1, 0.5 times the scale is its largest magnitude) whose scale gives every value exactly; = kernels::state::pack_rows.
 override KIND: u32 = 0u;
 override CONTROL: u32 = 0u;
 struct Params { zero: u32, rows: u32, cols: u32, row0: u32, groups_x: u32 }
@@ -47,26 +47,27 @@ fn exact_code(v: f32, s: f32) -> u32 {
     return 16u;
 }
 
+var<workgroup> bytes: array<u32, 64>;
+
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     ls_init(P.zero, CONTROL);
     let bs = select(16u, 32u, KIND == 1u);
     let nb = P.cols / bs;
     let groups = (nb + 3u) / 4u;
     let t = gid.x + gid.y * P.groups_x * 64u;
-    if (t >= P.rows * groups) { return; }
-    let row = t / groups;
-    let grp = t - row * groups;
+    let row = t / (groups * 4u);
+    let grp = (t / 4u) % groups;
+    let q = t % 4u;
+    let b = grp * 4u + q;
     let rw = P.cols / 8u + groups;
     let out = (P.row0 + row) * rw;
-    var scales = 0u;
-    for (var q = 0u; q < 4u; q++) {
-        let b = grp * 4u + q;
-        if (b >= nb) { break; }
+    var byte = 0u;
+    if (row < P.rows && b < nb) {
         let base = row * P.cols + b * bs;
         var amax = 0.0;
         for (var i = 0u; i < bs; i++) { amax = max(amax, abs(x[base + i])); }
-        var byte = NO_SCALE;
+        byte = NO_SCALE;
         var tries = 7u;
         if (amax == 0.0) { tries = 1u; }
         if (CONTROL == 2u) { tries = 1u; }
@@ -80,7 +81,6 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (ok) { byte = cand; break; }
         }
         if (CONTROL == 3u && b == 0u) { byte = byte ^ 1u; }
-        scales = scales | (byte << (8u * q));
         let s = scale_value(byte);
         for (var w = 0u; w < bs / 8u; w++) {
             var word = 0u;
@@ -93,5 +93,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
             if (!(CONTROL == 4u && w == 0u && b == 0u)) { cache[out + (b * bs) / 8u + w] = word; }
         }
     }
-    cache[out + P.cols / 8u + grp] = scales;
+    bytes[lid] = byte;
+    workgroupBarrier();
+    if (row < P.rows && q == 0u) {
+        cache[out + P.cols / 8u + grp] = bytes[lid] | (bytes[lid + 1u] << 8u) | (bytes[lid + 2u] << 16u) | (bytes[lid + 3u] << 24u);
+    }
 }

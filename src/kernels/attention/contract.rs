@@ -216,7 +216,7 @@ impl Kernel for SparseAttentionKernel {
     fn footprint(&self, variant: &Variant) -> Footprint {
         let workgroup_bytes = match (variant.lang(), variant.name) {
             (Lang::Msl, _) => 4096 + 4096 + 1024 + 32 + 8,
-            (_, "split") => 4096 + 1024 + 4096 + 8,
+            (_, "split") => 8192 + 4096 + 4,
             _ => 4096 + 4096 + 1024 + 1024 + 8,
         };
         Footprint { workgroup_size: 256, workgroup_bytes, bindings: 7 }

@@ -1,4 +1,4 @@
-//! Sparse attention split over keys for decode shapes: the keys gathered once per row, scores a workgroup per (head, 64 keys), values a workgroup per (head, 32 dims); the same bits as the one-workgroup kernel.
+//! Sparse attention split over keys for decode shapes: the keys gathered once per row, scores a workgroup per (8 heads, 32 keys), weights a workgroup per head, values a workgroup per (8 heads, 32 dims); the same bits as the one-workgroup kernel.
 use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 use crate::kernels::attention::{AttnDims, MAX_KEYS};
 
@@ -13,22 +13,23 @@ macro_rules! split_shader {
     };
 }
 
-/// The three stages: keys, scores, values.
-pub(crate) const SPLIT: [Shader; 3] = [split_shader!("keys"), split_shader!("scores"), split_shader!("values")];
+/// The four stages: keys, scores, weights, values.
+pub(crate) const SPLIT: [Shader; 4] = [split_shader!("keys"), split_shader!("scores"), split_shader!("weights"), split_shader!("values")];
 
-/// Keys per scores workgroup and output dims per values workgroup (the shaders' CHUNK and DIMS).
-const KEY_CHUNK: usize = 64;
-const VALUE_DIMS: usize = 32;
+/// Keys per scores workgroup, output dims per values workgroup and heads per both (the shaders' CHUNK, DIMS and HEADS).
+const KEY_CHUNK: u32 = 32;
+const VALUE_DIMS: u32 = 32;
+const HEAD_GROUP: u32 = 8;
 
 /// Key slots per query row: the window plus the selection width (or the block).
 pub fn key_slots(d: &AttnDims) -> usize {
     d.window + d.topk.max(d.block)
 }
 
-/// The scratch the split path needs, in bytes: gathered keys [rows, slots, dim], key counts [rows], scores [rows, heads, slots].
+/// The scratch the split path needs, in bytes: gathered keys [rows, slots, dim], key counts [rows] then denominators [rows, heads], scores [rows, heads, slots].
 pub fn scratch_bytes(d: &AttnDims) -> [u64; 3] {
     let slots = key_slots(d) as u64;
-    [4 * d.rows as u64 * slots * d.dim as u64, 4 * d.rows as u64, 4 * d.rows as u64 * d.heads as u64 * slots]
+    [4 * d.rows as u64 * slots * d.dim as u64, 4 * d.rows as u64 * (1 + d.heads as u64), 4 * d.rows as u64 * d.heads as u64 * slots]
 }
 
 /// Scratch buffers of at least `scratch_bytes`, written before they are read.
@@ -56,9 +57,12 @@ pub fn record_split(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Bu
         let gather = [Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts)];
         rec.dispatch(&keys(0), &params, &gather, [slots.div_ceil(32), n, 1])?;
         let score = [Arg::Whole(q), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores)];
-        rec.dispatch(&keys(1), &params, &score, [d.heads as u32, slots.div_ceil(KEY_CHUNK as u32), n])?;
-        let value = [Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores), Arg::Whole(sink), Arg::Whole(o)];
-        rec.dispatch(&keys(2), &params, &value, [d.heads as u32, (d.dim as u32).div_ceil(VALUE_DIMS as u32), n])?;
+        let groups = (d.heads as u32).div_ceil(HEAD_GROUP);
+        rec.dispatch(&keys(1), &params, &score, [groups, slots.div_ceil(KEY_CHUNK), n])?;
+        let weigh = [Arg::Whole(scratch.scores), Arg::Whole(scratch.counts), Arg::Whole(sink)];
+        rec.dispatch(&keys(2), &params, &weigh, [d.heads as u32, n, 1])?;
+        let value = [Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores), Arg::Whole(o)];
+        rec.dispatch(&keys(3), &params, &value, [groups, (d.dim as u32).div_ceil(VALUE_DIMS), n])?;
     }
     Ok(())
 }

@@ -112,7 +112,7 @@ impl Kernel for PackRowsKernel {
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings: 2 }
+        Footprint { workgroup_size: 64, workgroup_bytes: 256, bindings: 2 }
     }
     fn row_invariant(&self) -> bool {
         false

@@ -154,7 +154,7 @@ pub fn record_pack(rec: &mut Recorder, p: Packing, x: &Buf, cache: &Buf, rows: u
     if (row0 + rows) * p.row_words() >= 1 << 32 {
         return Err(bad_shape("pack_rows", format!("{} packed rows exceed 2^32 words", row0 + rows)));
     }
-    let g = grid64(rows * groups);
+    let g = grid64(rows * groups * 4);
     let k = key(PACK, control, &[("KIND", f64::from(p.kind_id()))]);
     rec.dispatch(&k, &[rows as u32, p.cols as u32, row0 as u32, g[0]], &[Arg::Whole(x), Arg::Whole(cache)], g)
 }
