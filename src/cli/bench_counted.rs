@@ -15,7 +15,7 @@ pub struct StepBytes {
     pub expert_picks: usize,
     /// KV state the attention of each query row read: window rows and selected compressed rows (device f32, as unpacked).
     pub kv: u64,
-    /// Index keys the indexer scored for each query row (device f32, as unpacked).
+    /// Index keys the indexer scored for each query row, as it reads them (packed rows, or f32 values).
     pub index: u64,
     /// Packed compressed rows and index keys read to unpack them for attention and the indexer.
     pub packed: u64,
@@ -92,8 +92,8 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
             }
             Reads::Tensors(names) => self.bytes.weights += names.iter().map(|n| self.tensor(n)).sum::<u64>(),
             Reads::IndexKeys { keys, visible } => {
-                let dim = ex.dims(keys).1 as u64;
-                self.bytes.index += visible.iter().map(|&v| v as u64 * dim * 4).sum::<u64>();
+                let row = ex.packing(keys).map_or(ex.dims(keys).1 * 4, |p| p.row_bytes()) as u64;
+                self.bytes.index += visible.iter().map(|&v| v as u64 * row).sum::<u64>();
             }
             Reads::Packed { cache, sel } => {
                 let Some(p) = ex.packing(cache) else { return Ok(()) };

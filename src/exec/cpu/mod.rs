@@ -318,7 +318,10 @@ impl Executor for CpuExecutor<'_> {
     }
 
     fn index_scores(&mut self, q: &CpuTensor, w: &CpuTensor, keys: &CpuTensor, visible: &[usize]) -> Result<CpuTensor, ExecError> {
-        m::index_scores(q, w, keys, visible)
+        match keys.pack {
+            Some(_) => m::index_scores(q, w, &self.unpack_rows(keys, None)?.0, visible),
+            None => m::index_scores(q, w, keys, visible),
+        }
     }
 
     fn candidate_mask(&mut self, scores: &CpuTensor, visible: &[usize], blocks: usize, block: usize) -> Result<CpuTensor, ExecError> {

@@ -108,7 +108,7 @@ pub(super) fn index_scores(ex: &mut GpuExecutor, q: &GpuTensor, w: &GpuTensor, k
     ex.need("index_scores", "index_scores")?;
     let vis = visible_words(ex, visible)?;
     let y = ex.out(q.rows, keys.rows)?;
-    indexer::record_index_scores(&mut ex.rec, &q.buf, &w.buf, &keys.buf, &vis, &y.buf, q.rows, keys.rows, w.cols, keys.cols, 0)?;
+    indexer::record_index_scores(&mut ex.rec, &q.buf, &w.buf, &keys.buf, &vis, &y.buf, q.rows, keys.rows, w.cols, keys.cols, keys.pack, 0)?;
     Ok(y)
 }
 

@@ -5,6 +5,8 @@ use crate::kernels::indexer;
 use crate::kernels::util::{rows_u32, u32s, bf16_normal, canonical_depth, f64s, gamma, poisoned, read_outputs, run_uploaded, tiny, words, TERM};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::kernels::qat::Qat;
+use crate::kernels::state::{pack_rows, Packing};
 use crate::numerics::{e2m1_to_f32, pow2};
 
 static INDEX_SCORES: IndexScoresKernel = IndexScoresKernel;
@@ -99,8 +101,11 @@ impl Kernel for IndexScoresKernel {
         "index_scores"
     }
     fn variants(&self) -> &'static [Variant] {
-        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::INDEX_SCORES])];
+        const V: &[Variant] = &[Variant::new("ref", &[crate::kernels::indexer::INDEX_SCORES]), Variant::new("packed", &[crate::kernels::indexer::INDEX_SCORES_PACKED])];
         V
+    }
+    fn supports(&self, variant: &Variant, case: &Case) -> bool {
+        variant.name != "packed" || heads_dim(case).1.is_multiple_of(32)
     }
     fn cases(&self, quick: bool) -> Vec<Case> {
         let (r, t) = if quick { (2, 1500) } else { (8, 16384) };
@@ -171,10 +176,17 @@ impl Kernel for IndexScoresKernel {
     fn values(&self, _case: &Case, outputs: &Outputs) -> Vec<f64> {
         f64s(&outputs[0])
     }
-    fn run(&self, gpu: &Gpu, _variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
+    fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
         let (heads, dim) = heads_dim(case);
         let (s, t) = (case.rows, case.n);
-        run_uploaded(gpu, inputs, &[s * t], |rec, b, y| indexer::record_index_scores(rec, &b[0], &b[1], &b[2], &b[3], &y[0], s, t, heads, dim, control))
+        if variant.name != "packed" {
+            return run_uploaded(gpu, inputs, &[s * t], |rec, b, y| indexer::record_index_scores(rec, &b[0], &b[1], &b[2], &b[3], &y[0], s, t, heads, dim, None, control));
+        }
+        // The keys as the engine keeps them: packed rows of their e2m1 codes and e8m0 scales.
+        let p = Packing::new(Qat::Fp4Index, dim).map_err(|message| GpuError::Shader { kernel: "index_scores/packed".into(), message })?;
+        let mut packed = inputs.clone();
+        packed.data[2] = Data::shared(bytemuck::cast_slice(&pack_rows(p, &inputs.data[2].f32s())).to_vec());
+        run_uploaded(gpu, &packed, &[s * t], |rec, b, y| indexer::record_index_scores(rec, &b[0], &b[1], &b[2], &b[3], &y[0], s, t, heads, dim, Some(p), control))
     }
     fn controls(&self) -> &'static [Control] {
         const { &[

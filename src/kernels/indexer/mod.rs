@@ -4,12 +4,15 @@ mod select_contract;
 
 use crate::kernels::dispatch::{grid64, key, row_groups};
 use crate::kernels::ops::topk;
+use crate::kernels::qat::Qat;
+use crate::kernels::state::Packing;
 use crate::gpu::{Arg, Buf, GpuError, Recorder, Shader};
 use crate::numerics::edge::{mul_term, relu};
 use crate::numerics::round_bf16;
 use crate::numerics::sum::canonical_sum;
 
 pub(crate) const INDEX_SCORES: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "index_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/index_scores.wgsl") };
+pub(crate) const INDEX_SCORES_PACKED: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "index_scores", variant: "packed", source: include_str!("../../../wgsl/indexer/index_scores.wgsl") };
 pub(crate) const MASK_SCORES: Shader = Shader { lang: crate::gpu::Lang::Wgsl, kernel: "mask_scores", variant: "ref", source: include_str!("../../../wgsl/indexer/mask_scores.wgsl") };
 pub(crate) const INDEX_TOPK: Shader = Shader {
     lang: crate::gpu::Lang::Wgsl,
@@ -28,11 +31,14 @@ fn too_big(kernel: &str, message: String) -> GpuError {
     GpuError::Shader { kernel: format!("{kernel}/ref"), message }
 }
 
-/// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
+/// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact; or rows packed as `packed` says), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
 #[allow(clippy::too_many_arguments)]
-pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, visible: &Buf, scores: &Buf, s: usize, t: usize, heads: usize, dim: usize, control: u32) -> Result<(), GpuError> {
+pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, visible: &Buf, scores: &Buf, s: usize, t: usize, heads: usize, dim: usize, packed: Option<Packing>, control: u32) -> Result<(), GpuError> {
     if heads == 0 || heads > 256 {
         return Err(too_big("index_scores", format!("{heads} heads (1..=256)")));
+    }
+    if packed.is_some_and(|p| p.kind != Qat::Fp4Index || p.cols != dim) {
+        return Err(too_big("index_scores", format!("keys packed as {packed:?} for {dim} values a key (e2m1 with e8m0 scales only)")));
     }
     let per = 256 / heads;
     if t.div_ceil(per) > 65535 || s > 65535 {
@@ -40,7 +46,8 @@ pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, vis
     }
     let params = [s as u32, t as u32, heads as u32, dim as u32];
     let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores)];
-    rec.dispatch(&key(INDEX_SCORES, control, &[]), &params, &args, [t.div_ceil(per).max(1) as u32, s as u32, 1])
+    let (shader, flag) = if packed.is_some() { (INDEX_SCORES_PACKED, 1.0) } else { (INDEX_SCORES, 0.0) };
+    rec.dispatch(&key(shader, control, &[("PACKED", flag)]), &params, &args, [t.div_ceil(per).max(1) as u32, s as u32, 1])
 }
 
 /// Records level-one candidate blocks: scores [m, n] f32, visible [m] u32 -> mask [m, n] f32 (1.0 kept, 0.0 not).

@@ -193,8 +193,7 @@ fn indexer<E: Executor>(
         };
         let visible: Vec<usize> = (0..sc.len).map(|t| (sc.start + t + 1) / plan.ratio).collect();
         let (qi, wi) = (part(ex, q, sc.row, sc.len)?, part(ex, w, sc.row, sc.len)?);
-        let keys = ex.unpack_rows(&cache.index_keys, None)?.0;
-        let mut scores = ex.index_scores(qi.get(), wi.get(), &keys, &visible)?;
+        let mut scores = ex.index_scores(qi.get(), wi.get(), &cache.index_keys, &visible)?;
         if plan.candidate_source {
             sc.candidates = Some(ex.candidate_mask(&scores, &visible, cfg.candidate_topk_blocks, cfg.candidate_block_size)?);
         } else if plan.candidate_mask {
