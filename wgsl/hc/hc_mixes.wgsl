@@ -1,4 +1,4 @@
-// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of mul_rn(x, fn[m]) or mul_rn(x, x) (32 products ascending, every sum flushed), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending, mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order, sums and differences flushed; = kernels::hc::mixes.
+// mHC mixes in two passes. PHASE 1, a workgroup per (128 blocks, sum, row): block sums of mul_rn(x, fn[m]) or mul_rn(x, x) (32 products ascending, every sum flushed), then a thread per segment of 8 blocks into seg. PHASE 2, a workgroup per row: totals of the segments ascending (staged through workgroup memory), mu = mul_rn(total, rsqrt), then pre, post and the softmax + Sinkhorn comb a thread per entry in the oracle's order, sums and differences flushed; = kernels::hc::mixes.
 override CONTROL: u32 = 0u;
 override PHASE: u32 = 1u;
 struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm_eps: f32, hc_eps: f32 }
@@ -15,6 +15,8 @@ const HM_CHUNK: u32 = 128u;
 var<workgroup> hm_blocks: array<f32, 128>;
 var<workgroup> hm_totals: array<f32, 25>;
 var<workgroup> hm_comb: array<f32, 16>;
+const HM_STAGE: u32 = 1024u;
+var<workgroup> hm_stage: array<f32, 1024>;
 
 // Comb entry e divided by (its row (rows) or column sum, ascending from +0.0, + hc_eps).
 fn hm_normalized(e: u32, rows: bool) -> f32 {
@@ -54,12 +56,26 @@ fn sums(lid: u32, wid: vec3<u32>) {
         let lo = b * 32u;
         let len = min(32u, P.n - lo);
         var acc = 0.0;
-        for (var q = 0u; q < len; q++) {
-            let i = lo + select(q, len - 1u - q, CONTROL == 2u);
-            let xv = h[xb + i];
-            var wv = xv;
-            if (s < nmix) { wv = hc_fn[s * P.n + i]; }
-            if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = ls_add(acc, mul_rn(xv, wv)); }
+        if (len == 32u) {
+            // A full block: every load issued before the ascending sum.
+            var xv: array<f32, 32>;
+            var wv: array<f32, 32>;
+            for (var q = 0u; q < 32u; q++) {
+                xv[q] = h[xb + lo + q];
+                wv[q] = select(xv[q], hc_fn[min(s, nmix - 1u) * P.n + lo + q], s < nmix);
+            }
+            for (var q = 0u; q < 32u; q++) {
+                let t = select(q, 31u - q, CONTROL == 2u);
+                if (CONTROL == 3u) { acc = acc + xv[t] * wv[t]; } else { acc = ls_add(acc, mul_rn(xv[t], wv[t])); }
+            }
+        } else {
+            for (var q = 0u; q < len; q++) {
+                let i = lo + select(q, len - 1u - q, CONTROL == 2u);
+                let xv = h[xb + i];
+                var wv = xv;
+                if (s < nmix) { wv = hc_fn[s * P.n + i]; }
+                if (CONTROL == 3u) { acc = acc + xv * wv; } else { acc = ls_add(acc, mul_rn(xv, wv)); }
+            }
         }
         hm_blocks[lid] = acc;
     }
@@ -86,9 +102,20 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let nsum = nmix + 1u;
     let stride = (((P.n + 31u) >> 5u) + 7u) >> 3u;
     let nseg = (hm_last() + 7u) >> 3u;
+    // Segment sums staged through workgroup memory a chunk at a time (loads in parallel), each total summed ascending.
     var total = 0.0;
-    if (lid < nsum) {
-        for (var j = 0u; j < nseg; j++) { total = ls_add(total, seg[(row * nsum + lid) * stride + j]); }
+    let chunk = max(1u, HM_STAGE / nsum);
+    for (var j0 = 0u; j0 < nseg; j0 += chunk) {
+        let len = min(chunk, nseg - j0);
+        for (var t = lid; t < nsum * len; t += 128u) {
+            let q = t / len;
+            hm_stage[t] = seg[(row * nsum + q) * stride + j0 + t - q * len];
+        }
+        workgroupBarrier();
+        if (lid < nsum) {
+            for (var j = 0u; j < len; j++) { total = ls_add(total, hm_stage[lid * len + j]); }
+        }
+        workgroupBarrier();
     }
     if (lid < nsum) { hm_totals[lid] = total; }
     workgroupBarrier();

@@ -19,8 +19,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var c = 0u; c < chunks; c++) {
         let b = c * 256u + lid;
         var acc = 0.0;
-        if (b < last) {
-            for (var i = b * 32u; i < min(b * 32u + 32u, P.d); i++) {
+        if (b < last && b * 32u + 32u <= P.d) {
+            // A full block: every load issued before the ascending sum.
+            var v: array<f32, 32>;
+            for (var q = 0u; q < 32u; q++) { v[q] = x[src * P.d + b * 32u + q]; }
+            for (var q = 0u; q < 32u; q++) {
+                if (CONTROL == 3u) { acc = acc + v[q] * v[q]; } else { acc = acc + mul_rn(v[q], v[q]); }
+            }
+        } else if (b < last) {
+            for (var i = b * 32u; i < P.d; i++) {
                 let v = x[src * P.d + i];
                 if (CONTROL == 3u) { acc = acc + v * v; } else { acc = acc + mul_rn(v, v); }
             }

@@ -161,7 +161,7 @@ impl Kernel for MixesKernel {
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 128, workgroup_bytes: (128 + 25 + 16) * 4, bindings: 6 }
+        Footprint { workgroup_size: 128, workgroup_bytes: (128 + 25 + 16 + 1024) * 4, bindings: 6 }
     }
 }
 
