@@ -3,7 +3,7 @@ mod forward_support;
 
 use forward_support::tiny;
 use lockstep::exec::{AttnInputs, CpuExecutor, CpuTensor, Executor, Out, Qat};
-use lockstep::model::forward::{routed_experts, wo_a, Model};
+use lockstep::model::forward::{routed_experts, Model};
 use lockstep::numerics::round_bf16;
 
 /// Deterministic pseudo-random bf16 values in about [-scale, scale].
@@ -48,7 +48,7 @@ fn every_row_op_gives_the_same_bits_for_a_row_alone_or_in_a_batch() {
         row_independent(module, n, |a, b| ex.linear(&rows(&x, a, b), module, Out::F32).expect(module));
     }
     let o = t(n, cfg.num_attention_heads * hd, 3, 1.0);
-    row_independent("grouped_linear", n, |a, b| wo_a(&mut ex, &rows(&o, a, b), "layers.0.attn.wo_a", cfg.o_groups, cfg.o_lora_rank).expect("wo_a"));
+    row_independent("block_linear", n, |a, b| ex.block_linear(&rows(&o, a, b), "layers.0.attn.wo_a", cfg.o_groups, cfg.o_lora_rank).expect("wo_a"));
     row_independent("rmsnorm", n, |a, b| ex.rmsnorm(&rows(&x, a, b), "layers.0.attn_norm", model.eps(), Out::Bf16).expect("norm"));
     let site = model.hc_site("layers.3", "ffn");
     row_independent("hc_mixes", n, |a, b| ex.hc_mixes(&rows(&h, a, b), &site, &model.hc()).expect("mixes"));

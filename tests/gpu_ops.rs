@@ -80,6 +80,27 @@ fn dense_ops_equal_the_cpu_oracle_bit_for_bit_on_gemv_and_tiled_row_counts() {
 }
 
 #[test]
+fn block_linear_equals_the_cpu_oracle_on_one_row_entries_and_on_gathered_tiles() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let cols = t.cfg.num_attention_heads * t.cfg.head_dim;
+    let (groups, rank) = (t.cfg.o_groups, t.cfg.o_lora_rank);
+    for (rows, seed) in [(1usize, 41u64), (3, 42), (8, 43), (9, 44), (13, 45), (40, 46), (70, 47)] {
+        let x = randn(rows, cols, seed);
+        let xc = c.upload(rows, cols, &x).expect("op");
+        let yc = c.block_linear(&xc, "layers.0.attn.wo_a", groups, rank).expect("op");
+        let xg = g.upload(rows, cols, &x).expect("op");
+        let yg = g.block_linear(&xg, "layers.0.attn.wo_a", groups, rank).expect("op");
+        assert_eq!(g.dims(&yg), (rows, groups * rank));
+        assert!(bits(&g.read(&yg).expect("op")) == bits(&yc.data), "block_linear rows {rows}");
+    }
+    let xg = g.upload(2, cols, &randn(2, cols, 48)).expect("op");
+    assert!(g.block_linear(&xg, "layers.0.attn.wo_a", groups + 1, rank).is_err(), "groups that do not divide the inputs");
+}
+
+#[test]
 fn split_weights_and_tables_give_the_same_bits_as_whole_ones() {
     let t = tiny();
     let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");

@@ -142,6 +142,10 @@ pub trait Executor {
     fn linear(&mut self, x: &Self::Tensor, module: &str, out: Out) -> Result<Self::Tensor, ExecError>;
     /// `y[:, col..col + hi - lo] = x W[lo..hi]^T` in f32 for rows `lo..hi` of `module.weight`: act_quant(x) first when `quantize` (as `linear`), else x's values with scale 1 on the dequantized weight (exact in bf16).
     fn linear_block(&mut self, x: &Self::Tensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut Self::Tensor, col: usize) -> Result<(), ExecError>;
+    /// Block-diagonal `x W^T` of x `[S, groups * dg]`: group g's columns times weight rows `[g * rank, (g + 1) * rank)` into output columns `g * rank..`, x's values with scales 1 on the dequantized weight (exact in bf16); bf16 out.
+    fn block_linear(&mut self, x: &Self::Tensor, module: &str, groups: usize, rank: usize) -> Result<Self::Tensor, ExecError> {
+        block_linear_by_groups(self, x, module, groups, rank)
+    }
     /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e; a one-column table names row i's matrix.
     fn grouped_linear(&mut self, x: &Self::Tensor, stack: &Stack<'_>, table: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
     /// RMSNorm of each row with `module.weight`.
@@ -214,6 +218,23 @@ pub trait Executor {
     fn unfold_cells(&mut self, x: &Self::Tensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<Self::Tensor, ExecError>;
     /// Bidirectional attention of q `[N, heads*hd]` over k, v `[M, heads*hd]` (every key, no sink, scale hd^-1/2); bf16 out.
     fn vit_attention(&mut self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, heads: usize) -> Result<Self::Tensor, ExecError>;
+}
+
+/// `block_linear` group by group: the group's columns gathered (rows of x viewed `[S * groups, dg]`), one `linear_block` per group, then the rounding.
+pub fn block_linear_by_groups<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, module: &str, groups: usize, rank: usize) -> Result<E::Tensor, ExecError> {
+    let (s, cols) = ex.dims(x);
+    if groups == 0 || !cols.is_multiple_of(groups) {
+        return Err(ExecError::Shape { op: "block_linear", problem: format!("{cols} inputs do not split into {groups} groups") });
+    }
+    let flat = ex.reshape(x, s * groups, cols / groups)?;
+    let mut y = ex.scratch(s, groups * rank)?;
+    for g in 0..groups {
+        let idx: Vec<u32> = (0..s).map(|i| (i * groups + g) as u32).collect();
+        let idx = ex.upload_index(&idx)?;
+        let og = ex.gather_rows(&flat, &idx)?;
+        ex.linear_block(&og, module, (g * rank, (g + 1) * rank), false, &mut y, g * rank)?;
+    }
+    ex.round_bf16(&y)
 }
 
 /// `route` without reading the ids: every (row, pick) its own packed row in pick order, the table an expert per packed row (`ids` viewed `[S*k, 1]`), so the grouped GEMMs read the picks where they are.

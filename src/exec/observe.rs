@@ -119,6 +119,10 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
         self.obs.before(&mut self.inner, "linear_block", Reads::ModuleRows { module, rows, x_rows })?;
         self.inner.linear_block(x, module, rows, quantize, y, col)
     }
+    fn block_linear(&mut self, x: &E::Tensor, module: &str, groups: usize, rank: usize) -> Result<E::Tensor, ExecError> {
+        let x_rows = self.inner.dims(x).0;
+        self.run("block_linear", Reads::Linear { module, x_rows }, |e| e.block_linear(x, module, groups, rank))
+    }
     fn grouped_linear(&mut self, x: &E::Tensor, stack: &Stack<'_>, table: &E::Tensor, out: Out) -> Result<E::Tensor, ExecError> {
         self.run("grouped_linear", Reads::Stack { stack, table }, |e| e.grouped_linear(x, stack, table, out))
     }

@@ -107,7 +107,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
 }
 
 /// How one expert's `rows` are covered, as (tile, first row, rows): whole when no entry needs tiles, else 64-row tiles while more than 32 rows remain and 16-row tiles for the rest (MSL: 64-row tiles throughout).
-fn cover(rows: usize, tiled: bool, lang: Lang) -> Vec<(GroupedTile, usize, usize)> {
+pub(super) fn cover(rows: usize, tiled: bool, lang: Lang) -> Vec<(GroupedTile, usize, usize)> {
     if !tiled {
         return vec![(GroupedTile::Blocks, 0, rows)];
     }

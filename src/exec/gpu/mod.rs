@@ -1,6 +1,7 @@
 //! The GPU executor: tensors are device buffers, every op records registered kernels into one recorder, submitted only when a value must reach the host.
 use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, Executor, HcParams, HcSite, Out, Qat, RouteParams, Routes, Stack};
 use pool::Pool;
+mod blocks;
 pub(crate) mod experts;
 mod layer_ops;
 pub(crate) mod ops;
@@ -384,6 +385,10 @@ impl Executor for GpuExecutor<'_, '_> {
 
     fn linear_block(&mut self, x: &GpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut GpuTensor, col: usize) -> Result<(), ExecError> {
         go::linear_block(self, x, module, rows, quantize, y, col)
+    }
+
+    fn block_linear(&mut self, x: &GpuTensor, module: &str, groups: usize, rank: usize) -> Result<GpuTensor, ExecError> {
+        blocks::block_linear(self, x, module, groups, rank)
     }
 
     fn grouped_linear(&mut self, x: &GpuTensor, stack: &Stack<'_>, table: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {

@@ -95,12 +95,12 @@ pub(crate) fn values(ex: &mut GpuExecutor, name: &str) -> Result<(Buf, usize), E
 }
 
 /// The GEMM weight of `module` (rows `lo..hi` when given), cached.
-fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Arc<Weight>, ExecError> {
+pub(crate) fn gemm_weight(ex: &mut GpuExecutor, module: &str, rows: Option<(usize, usize)>) -> Result<Arc<Weight>, ExecError> {
     cached(ex, gemm_key(module, rows), |ex| Ok(Weight::Gemm(upload_gemm(ex, module, rows)?)))
 }
 
 /// The cache key of `module`'s GEMM weight (rows `lo..hi` when given).
-fn gemm_key(module: &str, rows: Option<(usize, usize)>) -> String {
+pub(crate) fn gemm_key(module: &str, rows: Option<(usize, usize)>) -> String {
     match rows {
         None => format!("{module}#gemm"),
         Some((lo, hi)) => format!("{module}#gemm{lo}-{hi}"),

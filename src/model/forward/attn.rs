@@ -68,7 +68,7 @@ pub(super) fn attention<E: Executor>(
     let o = concat(ex, outs, heads * cfg.head_dim)?;
     let o = ex.rope(&o, ctx.cs(plan.rope), heads, true)?;
     tap(ex, taps, format!("L{l}.attn.o"), &o)?;
-    let z = wo_a(ex, &o, &format!("{a}.wo_a"), cfg.o_groups, cfg.o_lora_rank)?;
+    let z = ex.block_linear(&o, &format!("{a}.wo_a"), cfg.o_groups, cfg.o_lora_rank)?;
     let out = ex.linear(&z, &format!("{a}.wo_b"), Out::Bf16)?;
     tap(ex, taps, format!("L{l}.attn.out"), &out)?;
     Ok(out)
@@ -203,21 +203,4 @@ fn indexer<E: Executor>(
         out.push(ex.index_topk(&scores, &visible, k)?);
     }
     Ok(out)
-}
-
-/// Block-diagonal `wo_a` of `o` `[S, groups * dg]`: group g's columns (rows of o viewed `[S * groups, dg]`, gathered) times weight rows `[g * rank, (g + 1) * rank)`, dequantized and without act_quant (exact in bf16), into output columns `g * rank..`; bf16 out.
-pub fn wo_a<E: Executor>(ex: &mut E, o: &E::Tensor, module: &str, groups: usize, rank: usize) -> Result<E::Tensor, ExecError> {
-    let (s, cols) = ex.dims(o);
-    if groups == 0 || !cols.is_multiple_of(groups) {
-        return Err(ExecError::Shape { op: "wo_a", problem: format!("{cols} inputs do not split into {groups} groups") });
-    }
-    let flat = ex.reshape(o, s * groups, cols / groups)?;
-    let mut y = ex.scratch(s, groups * rank)?;
-    for g in 0..groups {
-        let idx: Vec<u32> = (0..s).map(|i| (i * groups + g) as u32).collect();
-        let idx = ex.upload_index(&idx)?;
-        let og = ex.gather_rows(&flat, &idx)?;
-        ex.linear_block(&og, module, (g * rank, (g + 1) * rank), false, &mut y, g * rank)?;
-    }
-    ex.round_bf16(&y)
 }

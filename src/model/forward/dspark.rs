@@ -1,5 +1,4 @@
 //! The DSpark draft head (spec 2.8): the target features fed into the stages' rings on every position, and a draft block through the three stages, the head, the Markov head and the confidence head.
-use super::attn::wo_a;
 use super::batch::{concat, part};
 use super::{ffn, tap, ForwardError, Model};
 use crate::exec::{AttnInputs, ExecError, Executor, Out, Qat};
@@ -141,7 +140,7 @@ pub fn draft_batch<E: Executor>(ex: &mut E, m: &Model, inputs: &[DraftInput<'_, 
         let o = concat(ex, outs, heads * hd)?;
         let o = ex.rope(&o, &cs, heads, true)?;
         tap(ex, taps, format!("{name}.attn.o"), &o)?;
-        let z = wo_a(ex, &o, &format!("{a}.wo_a"), cfg.o_groups, cfg.o_lora_rank)?;
+        let z = ex.block_linear(&o, &format!("{a}.wo_a"), cfg.o_groups, cfg.o_lora_rank)?;
         let out = ex.linear(&z, &format!("{a}.wo_b"), Out::Bf16)?;
         tap(ex, taps, format!("{name}.attn.out"), &out)?;
         h = ex.hc_expand(&out, &h, &mix_a, hc)?;

@@ -9,7 +9,6 @@ pub mod vision;
 
 pub use batch::{ImagePiece, SeqInput};
 pub use dspark::{draft_batch, Draft, DraftInput};
-pub use attn::wo_a;
 pub use ffn::{routed_experts, EXPERT_MATRICES};
 pub use model::Model;
 
