@@ -7,7 +7,7 @@
 // GEMM shared pieces in MSL: parameters, controls, the exact block dot and scale (the same order as wgsl/gemm/common.wgsl: 32 products ascending from +0.0).
 using namespace metal;
 
-struct LsGemmParams { uint zero; uint m; uint n; uint k; uint n_base; uint ldo; uint groups_x; };
+struct LsGemmParams { uint zero; uint m; uint n; uint k; uint n_base; uint ldo; uint groups_x; uint round; };
 
 // A decoded block of 32 weights, columns ascending.
 struct LsW32 { float4 v[8]; };
@@ -36,9 +36,11 @@ inline uint ls_x_row(LsGemmParams P, uint m, uint b) {
     return (CONTROL == 3u && b + 1u == (P.k >> 5u)) ? metal::min(m + 1u, P.m - 1u) : m;
 }
 
+// Stores one output, rounded to bf16 when the parameters ask for it.
 inline void ls_store_out(LsGemmParams P, device float* out, uint m, uint n, float v) {
     if (CONTROL == 4u && m == 0u && n == 0u) { return; }
-    out[m * P.ldo + P.n_base + n] = v;
+    const bool keep = CONTROL == 6u && m == 0u && n == 0u;
+    out[m * P.ldo + P.n_base + n] = (P.round != 0u && !keep) ? round_bf16(v) : v;
 }
 
 // s + a.x c.x + a.y c.y + a.z c.z + a.w c.w, one rounding per step, left to right.

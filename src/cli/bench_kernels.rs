@@ -124,7 +124,7 @@ pub fn kernels(gpu: &Gpu, reps: usize, only: Option<&str>) -> Result<()> {
             let variant = GemmVariant::for_rows(m);
             let t = time_median(gpu, reps, &|rec| {
                 for (c, (w, ws)) in weights.iter().enumerate() {
-                    let a = GemmArgs { fmt: s.fmt, m, n: s.n, k: s.k, x: &xb, xs: Some(&xsb), w, ws: ws.as_ref(), out: &outs[c], n_base: 0, ldo: s.n };
+                    let a = GemmArgs { fmt: s.fmt, m, n: s.n, k: s.k, x: &xb, xs: Some(&xsb), w, ws: ws.as_ref(), out: &outs[c], n_base: 0, ldo: s.n, round: false };
                     gemm::record(rec, &a, variant, 0)?;
                 }
                 Ok(())

@@ -178,6 +178,10 @@ pub trait Kernel: Sync {
     fn values(&self, case: &Case, outputs: &Outputs) -> Vec<f64>;
     /// Runs `variant` on the device with control `control` (0 = none), outputs poisoned before the dispatch.
     fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError>;
+    /// Whether the kernel's other output mode agrees with `out`, the outputs `run` gave under `control` (gate 2 of the mode; true when there is none).
+    fn other_mode(&self, _gpu: &Gpu, _variant: &Variant, _case: &Case, _inputs: &Inputs, _control: u32, _out: &Outputs) -> Result<bool, GpuError> {
+        Ok(true)
+    }
     /// The planted controls.
     fn controls(&self) -> &'static [Control];
     /// Workgroup resources of a variant.

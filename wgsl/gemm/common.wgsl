@@ -1,6 +1,6 @@
 // GEMM shared pieces: parameters, controls, and the exact block dot (32 products ascending from +0.0, each through the format's term rule).
 override CONTROL: u32 = 0u;
-struct Params { zero: u32, m: u32, n: u32, k: u32, n_base: u32, ldo: u32, groups_x: u32 }
+struct Params { zero: u32, m: u32, n: u32, k: u32, n_base: u32, ldo: u32, groups_x: u32, round: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 
 // Eight decoded weights, columns ascending.
@@ -46,7 +46,9 @@ fn x_row(m: u32, b: u32) -> u32 {
     return select(m, min(m + 1u, P.m - 1u), CONTROL == 3u && b + 1u == P.k >> 5u);
 }
 
+// Stores one output, rounded to bf16 when the parameters ask for it.
 fn store_out(m: u32, n: u32, v: f32) {
     if (CONTROL == 4u && m == 0u && n == 0u) { return; }
-    out[m * P.ldo + P.n_base + n] = v;
+    let keep = CONTROL == 6u && m == 0u && n == 0u;
+    out[m * P.ldo + P.n_base + n] = select(v, round_bf16(v), P.round != 0u && !keep);
 }

@@ -1,8 +1,8 @@
 //! The GPU executor's block-diagonal GEMM: every group of one weight in one grouped GEMM over the whole weight.
 use crate::exec::gpu::experts::cover;
-use crate::exec::gpu::ops::{gemm_kernel, gemm_key, gemm_weight, round_out};
+use crate::exec::gpu::ops::{gemm_kernel, gemm_key, gemm_weight};
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
-use crate::exec::{block_linear_by_groups, shapes, ExecError, Executor, Out};
+use crate::exec::{block_linear_by_groups, shapes, ExecError, Executor};
 use crate::gpu::Buf;
 use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedTile};
 use crate::kernels::gemm::{WeightFormat, GEMV_MAX_ROWS};
@@ -31,7 +31,7 @@ pub(super) fn block_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, gr
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), fmt, dg);
     let record = |ex: &mut GpuExecutor, xb: &Buf, out: &Buf, entries: &[GroupEntry], tile: GroupedTile| -> Result<(), ExecError> {
         let table = ex.const_words(&gemm_grouped::table_words(entries))?;
-        let a = GroupedArgs { fmt, m, k: dg, x: xb, xs: xs.as_ref(), w: &part.w, ws: part.s.as_ref(), out, ldo: rank, entries, table: &table, picks: &table };
+        let a = GroupedArgs { fmt, m, k: dg, x: xb, xs: xs.as_ref(), w: &part.w, ws: part.s.as_ref(), out, ldo: rank, entries, table: &table, picks: &table, round: true };
         Ok(gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?)
     };
     // Output row r of `[S * groups, rank]` is row r / groups's group r % groups: y `[S, groups * rank]` itself.
@@ -39,7 +39,7 @@ pub(super) fn block_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, gr
     if s <= GEMV_MAX_ROWS {
         let entries: Vec<GroupEntry> = (0..m).map(|r| GroupEntry::rows((r % groups) * rank, r, 1, 0, rank)).collect();
         record(ex, &x.buf, &y.buf, &entries, GroupedTile::Blocks)?;
-        return round_out(ex, y, Out::Bf16, 0);
+        return Ok(y);
     }
     let flat = ex.reshape(x, m, dg)?;
     let to_groups: Vec<u32> = (0..m).map(|r| ((r % s) * groups + r / s) as u32).collect();
@@ -59,6 +59,5 @@ pub(super) fn block_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, gr
     let back: Vec<u32> = (0..m).map(|r| ((r % groups) * s + r / groups) as u32).collect();
     let idx = ex.upload_index(&back)?;
     let yb = ex.gather_rows(&yg, &idx)?;
-    let y = ex.reshape(&yb, s, groups * rank)?;
-    round_out(ex, y, Out::Bf16, 0)
+    ex.reshape(&yb, s, groups * rank)
 }

@@ -125,10 +125,10 @@ fn pad_cols(ex: &mut GpuExecutor, x: &GpuTensor, kp: usize) -> Result<Option<Gpu
 }
 
 /// Records `y[:, n_base..] = x W^T` for every part of `w` into `y` (`[m, y.cols]`); `xs` are act_quant scales.
-fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m: usize, y: &GpuTensor, n_base: usize) -> Result<(), ExecError> {
+fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m: usize, y: &GpuTensor, n_base: usize, round: bool) -> Result<(), ExecError> {
     ex.need("linear", gemm_kernel(w.fmt))?;
     for p in &w.parts {
-        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.kp, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols };
+        let a = GemmArgs { fmt: w.fmt, m, n: p.n, k: w.kp, x: x.0, xs: x.1, w: &p.w, ws: p.s.as_ref(), out: &y.buf, n_base: n_base + p.n0, ldo: y.cols, round };
         if gemm::dense_msl(ex.gpu.native_msl(), w.fmt, m) {
             gemm::record_msl_dense(&mut ex.rec, &a, 0)?;
         } else {
@@ -170,7 +170,7 @@ pub(super) fn linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out
     linear_spare(ex, x, module, out, 0)
 }
 
-/// `linear` whose output buffer keeps `spare` zero rows after its rows.
+/// `linear` whose output buffer keeps `spare` zero rows after its rows; the GEMM stores bf16 itself when `out` asks for it.
 pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, out: Out, spare: usize) -> Result<GpuTensor, ExecError> {
     let w = gemm_weight(ex, module, None)?;
     let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
@@ -178,12 +178,12 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
     let y = ex.out_spare(x.rows, w.n, spare)?;
     if w.fmt == WeightFormat::Bf16 {
         let xp = pad_cols(ex, x, w.kp)?;
-        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), x.rows, &y, 0)?;
+        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), x.rows, &y, 0, out == Out::Bf16)?;
     } else {
         let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0)?;
+        record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0, out == Out::Bf16)?;
     }
-    round_out(ex, y, out, spare)
+    Ok(y)
 }
 
 /// `y[:, col..] = x W[lo..hi]^T` in f32: act_quant(x) first when `quantize`, else x with scales 1 (no rounding; the caller rounds).
@@ -198,13 +198,13 @@ pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ro
     let m = x.rows;
     if w.fmt == WeightFormat::Bf16 {
         let xp = pad_cols(ex, x, w.kp)?;
-        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), m, y, col)
+        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), m, y, col, false)
     } else if quantize {
         let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, (&q, Some(&s)), m, y, col)
+        record_gemm(ex, w, (&q, Some(&s)), m, y, col, false)
     } else {
         let ones = ex.ones(m * (w.k / 32))?;
-        record_gemm(ex, w, (&x.buf, Some(&ones)), m, y, col)
+        record_gemm(ex, w, (&x.buf, Some(&ones)), m, y, col, false)
     }
 }
 

@@ -4,7 +4,7 @@ use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs, GroupedTi
 use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, tiny, words, TERM};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
 use crate::gpu::{Gpu, GpuError, Recorder};
-use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2};
+use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2, round_bf16};
 
 /// A GEMM format registered with the contract.
 pub struct GemmKernel {
@@ -19,16 +19,20 @@ pub static KERNELS: [GemmKernel; 3] = [
     GemmKernel { fmt: WeightFormat::E2m1, name: "gemm_e2m1" },
 ];
 
+/// The control planted against the bf16 stores.
+const ROUND_CONTROL: u32 = 6;
+
 const CONTROLS: &[Control] = &[
     Control::new(1, "skip the last K block"),
     Control::new(2, "reverse the segment order"),
     Control::new(3, "read the neighbouring row in the last block"),
     Control::new(4, "leave one output unwritten"),
     Control::new(5, "double the first block's scale"),
+    Control::new(6, "store one output unrounded when asked to round"),
 ];
 
 /// bf16 GEMMs drop products below 2^-103 (N7); e4m3 and e2m1 products and, with the loader's scale floors, scaled sums never come near 2^-126, so they have no flush to drop.
-const BF16_CONTROLS: &[Control] = &[CONTROLS[0], CONTROLS[1], CONTROLS[2], CONTROLS[3], CONTROLS[4], KEEP_SUBNORMALS];
+const BF16_CONTROLS: &[Control] = &[CONTROLS[0], CONTROLS[1], CONTROLS[2], CONTROLS[3], CONTROLS[4], CONTROLS[5], KEEP_SUBNORMALS];
 
 /// (label, n, k) of the model's real shapes per format, with N trimmed when quick.
 fn real_shapes(fmt: WeightFormat) -> &'static [(&'static str, usize, usize)] {
@@ -245,32 +249,17 @@ impl Kernel for GemmKernel {
     }
 
     fn run(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32) -> Result<Outputs, GpuError> {
-        let path = Path::of(variant);
-        let bf16 = self.fmt == WeightFormat::Bf16;
-        let x = gpu.upload(&inputs.data[0].bytes)?;
-        let xs = if bf16 { None } else { Some(gpu.upload(&inputs.data[1].bytes)?) };
-        let wi = if bf16 { 1 } else { 2 };
-        let (w, ws) = gpu.upload_gemm_weights(&inputs.data[wi].bytes, &inputs.data[wi + 1].bytes)?;
-        let words = case.rows * case.n;
-        let out = poisoned(gpu, words)?;
-        let mut rec = Recorder::new(gpu);
-        if let Some(tile) = path.grouped() {
-            let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, tile.max_rows());
-            let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
-            let picks = gpu.upload_pod(&picks)?;
-            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks };
-            let lang = variant.lang();
-            gemm_grouped::record_grouped(&mut rec, &a, tile, lang, control)?;
-        } else {
-            let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n };
-            if path == Path::MslDense {
-                gemm::record_msl_dense(&mut rec, &args, control)?;
-            } else {
-                gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
-            }
+        self.run_mode(gpu, variant, case, inputs, control, false)
+    }
+
+    /// The bf16 stores: the same call asked to round must give round_bf16 of each f32 output (checked with no control and with the one planted against it).
+    fn other_mode(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32, out: &Outputs) -> Result<bool, GpuError> {
+        if control != 0 && control != ROUND_CONTROL {
+            return Ok(true);
         }
-        rec.submit()?;
-        read_outputs(gpu, &[(&out, words)])
+        let rounded = self.run_mode(gpu, variant, case, inputs, control, true)?;
+        let want: Vec<u32> = out[0].iter().map(|&w| round_bf16(f32::from_bits(w)).to_bits()).collect();
+        Ok(rounded[0] == want)
     }
 
     fn controls(&self) -> &'static [Control] {
@@ -291,6 +280,36 @@ impl Kernel for GemmKernel {
 }
 
 impl GemmKernel {
+    /// One run of `variant`, storing f32 sums or (`round`) their bf16 roundings.
+    fn run_mode(&self, gpu: &Gpu, variant: &Variant, case: &Case, inputs: &Inputs, control: u32, round: bool) -> Result<Outputs, GpuError> {
+        let path = Path::of(variant);
+        let bf16 = self.fmt == WeightFormat::Bf16;
+        let x = gpu.upload(&inputs.data[0].bytes)?;
+        let xs = if bf16 { None } else { Some(gpu.upload(&inputs.data[1].bytes)?) };
+        let wi = if bf16 { 1 } else { 2 };
+        let (w, ws) = gpu.upload_gemm_weights(&inputs.data[wi].bytes, &inputs.data[wi + 1].bytes)?;
+        let words = case.rows * case.n;
+        let out = poisoned(gpu, words)?;
+        let mut rec = Recorder::new(gpu);
+        if let Some(tile) = path.grouped() {
+            let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, tile.max_rows());
+            let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
+            let picks = gpu.upload_pod(&picks)?;
+            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks, round };
+            let lang = variant.lang();
+            gemm_grouped::record_grouped(&mut rec, &a, tile, lang, control)?;
+        } else {
+            let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n, round };
+            if path == Path::MslDense {
+                gemm::record_msl_dense(&mut rec, &args, control)?;
+            } else {
+                gemm::record(&mut rec, &args, path.plain().unwrap_or(GemmVariant::Ref), control)?;
+            }
+        }
+        rec.submit()?;
+        read_outputs(gpu, &[(&out, words)])
+    }
+
     fn unpack<'a>(&self, inputs: &'a Inputs) -> (Vec<f32>, Vec<f32>, &'a [u8], &'a [u8]) {
         let x = inputs.data[0].f32s();
         if self.fmt == WeightFormat::Bf16 {

@@ -125,6 +125,8 @@ pub struct GroupedArgs<'a> {
     pub table: &'a Buf,
     /// The expert of each pick entry by entry index, as f32 (any buffer when there are none).
     pub picks: &'a Buf,
+    /// Store each output rounded to bf16 instead of as the f32 sum.
+    pub round: bool,
 }
 
 /// The language a grouped GEMM of `fmt` and `k` runs in on a device that does (or does not) take MSL: the MSL fast paths cover e4m3 and e2m1 up to `SIMD_MAX_K`.
@@ -157,7 +159,7 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
     let key = |r: Option<u32>| PipelineKey::new(shader, &r.map(|r| ("R", f64::from(r))).into_iter().chain([("CONTROL", f64::from(control))]).collect::<Vec<_>>());
-    let params = |gx: u32| [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, gx];
+    let params = |gx: u32| [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, gx, u32::from(a.round)];
     let dispatch = |rec: &mut Recorder, r: Option<u32>, per: u32| {
         let groups = [(cols as u32).div_ceil(per), a.entries.len() as u32, 1];
         rec.dispatch(&key(r), &params(groups[0]), &args(a)?, groups)

@@ -90,7 +90,7 @@ pub fn record_msl_dense(rec: &mut Recorder, a: &GemmArgs, control: u32) -> Resul
     let (m, n, k) = (a.m as u32, a.n as u32, a.k as u32);
     let groups = [n.div_ceil(64), m.div_ceil(64), 1];
     let key = PipelineKey::new(MSL_DENSE_BF16, &[("CONTROL", f64::from(control))]);
-    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0]];
+    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0], u32::from(a.round)];
     rec.dispatch(&key, &params, &[Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out)], groups)
 }
 
@@ -128,6 +128,8 @@ pub struct GemmArgs<'a> {
     pub out: &'a Buf,
     pub n_base: usize,
     pub ldo: usize,
+    /// Store each output rounded to bf16 instead of as the f32 sum.
+    pub round: bool,
 }
 
 /// Rows per workgroup of the gemv variant: within its 4096-word workgroup memory, leaving at least 256 workgroups.
@@ -154,7 +156,7 @@ pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u
     let mut constants = constants;
     constants.push(("CONTROL", f64::from(control)));
     let key = PipelineKey::new(shader, &constants);
-    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0]];
+    let params = [m, n, k, a.n_base as u32, a.ldo as u32, groups[0], u32::from(a.round)];
     let args = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: shader.kernel.into(), message: "scales missing for a scaled format".into() })?;
     rec.dispatch(&key, &params, &args, groups)
 }
