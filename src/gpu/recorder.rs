@@ -13,6 +13,8 @@ pub enum Arg<'a> {
 struct Dispatch {
     kernel: &'static str,
     variant: &'static str,
+    /// The source, which tells a variant's stages apart.
+    source: &'static str,
     pipeline: Pipeline,
     groups: [u32; 3],
     /// Byte offset of this dispatch's words in the recorder's uniform arena, and their length.
@@ -80,7 +82,7 @@ impl<'g> Recorder<'g> {
                 Arg::Range(b, offset, size) => (b.clone(), Some((offset, size))),
             })
             .collect();
-        self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, pipeline, groups, params, bound, sizes });
+        self.dispatches.push(Dispatch { kernel: key.shader.kernel, variant: key.shader.variant, source: key.shader.source, pipeline, groups, params, bound, sizes });
         add_since(&self.gpu.host.record, t0);
         Ok(())
     }
@@ -213,8 +215,8 @@ impl<'g> Recorder<'g> {
         Ok(Submitted { gpu, stamps, _uniform: Some(uniform) })
     }
 
-    /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's kernel and device seconds (empty without timestamps).
-    pub fn submit_profiled(self) -> Result<Vec<(&'static str, f64)>, GpuError> {
+    /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's (kernel, variant, source) and device seconds (empty without timestamps).
+    pub fn submit_profiled(self) -> Result<Vec<([&'static str; 3], f64)>, GpuError> {
         let gpu = self.gpu;
         if !gpu.has_timestamps() || gpu.emu.is_some() {
             self.submit()?;
@@ -250,7 +252,7 @@ impl<'g> Recorder<'g> {
             gpu.wait()?;
             let t: Vec<u64> = bytemuck::pod_collect_to_vec(&gpu.read(&stamps)?[..8 * count as usize]);
             let period = f64::from(gpu.queue.get_timestamp_period());
-            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| (d.kernel, p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
+            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| ([d.kernel, d.variant, d.source], p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
         }
         Ok(out)
     }

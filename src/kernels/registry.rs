@@ -64,3 +64,12 @@ pub fn all() -> Vec<Shader> {
 pub fn forward_kernels() -> Vec<&'static str> {
     registry().into_iter().filter(|k| k.in_forward()).map(|k| k.name()).collect()
 }
+
+/// A dispatch's name in a profile: `kernel/variant`, with the stage's index where the variant dispatches several sources.
+pub fn stage_label(kernel: &str, variant: &str, source: &str) -> String {
+    let stages = variants().into_iter().find(|(k, v)| *k == kernel && v.name == variant).map(|(_, v)| v.shaders);
+    match stages.and_then(|s| (s.len() > 1).then(|| s.iter().position(|x| x.source == source)).flatten()) {
+        Some(i) => format!("{kernel}/{variant}.{i}"),
+        None => format!("{kernel}/{variant}"),
+    }
+}

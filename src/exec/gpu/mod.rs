@@ -84,7 +84,7 @@ pub struct GpuExecutor<'g, 'c> {
     waits: usize,
     dispatches: usize,
     device_seconds: f64,
-    profile: Option<BTreeMap<&'static str, KernelTime>>,
+    profile: Option<BTreeMap<String, KernelTime>>,
     pool: Pool,
     /// Command buffers submitted without waiting, whose device times are read at the next wait.
     in_flight: Vec<Submitted<'g>>,
@@ -169,8 +169,8 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.profile = Some(BTreeMap::new());
     }
 
-    /// Stops profiling; returns each kernel's dispatches and device seconds since `start_profile`.
-    pub fn take_profile(&mut self) -> Result<BTreeMap<&'static str, KernelTime>, ExecError> {
+    /// Stops profiling; returns each kernel variant's (or stage's) dispatches and device seconds since `start_profile`.
+    pub fn take_profile(&mut self) -> Result<BTreeMap<String, KernelTime>, ExecError> {
         self.flush()?;
         Ok(self.profile.take().unwrap_or_default())
     }
@@ -211,8 +211,8 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         if let Some(profile) = self.profile.as_mut() {
             if !rec.is_empty() {
                 self.submits += 1;
-                for (kernel, t) in rec.submit_profiled()? {
-                    let k = profile.entry(kernel).or_default();
+                for ([kernel, variant, source], t) in rec.submit_profiled()? {
+                    let k = profile.entry(crate::kernels::registry::stage_label(kernel, variant, source)).or_default();
                     k.dispatches += 1;
                     k.seconds += t;
                     self.device_seconds += t;
