@@ -16,12 +16,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
     let chunks = (nb + 255u) >> 8u;
+    // A thread's full block of the row's one chunk stays in registers for the output.
+    var v: array<f32, 32>;
+    let held = chunks == 1u && CONTROL != 5u && lid < last && lid * 32u + 32u <= P.d;
     for (var c = 0u; c < chunks; c++) {
         let b = c * 256u + lid;
         var acc = 0.0;
         if (b < last && b * 32u + 32u <= P.d) {
             // A full block: every load issued before the ascending sum.
-            var v: array<f32, 32>;
             for (var q = 0u; q < 32u; q++) { v[q] = x[src * P.d + b * 32u + q]; }
             for (var q = 0u; q < 32u; q++) {
                 if (CONTROL == 3u) { acc = acc + v[q] * v[q]; } else { acc = acc + mul_rn(v[q], v[q]); }
@@ -44,11 +46,22 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     let total = canonical_total(nseg, lid, CONTROL == 2u);
     let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
-    for (var i = lid; i < P.d; i += 256u) {
-        var wi = w[i];
-        if (CONTROL == 6u && i == 0u) { wi = wi * 2.0; }
-        var v = mul_rn(wi, mul_rn(x[row * P.d + i], r));
-        if (P.bf16_out != 0u) { v = round_bf16(v); }
-        if (!(CONTROL == 4u && row == 0u && i == 0u)) { y[row * P.d + i] = v; }
+    if (held) {
+        var wv: array<f32, 32>;
+        for (var q = 0u; q < 32u; q++) { wv[q] = w[lid * 32u + q]; }
+        for (var q = 0u; q < 32u; q++) { store_y(row, lid * 32u + q, wv[q], v[q], r); }
     }
+    // Every other element, a thread per element.
+    let covered = select(0u, min(last, P.d >> 5u), chunks == 1u && CONTROL != 5u);
+    for (var i = lid; i < P.d; i += 256u) {
+        if ((i >> 5u) >= covered) { store_y(row, i, w[i], x[row * P.d + i], r); }
+    }
+}
+
+fn store_y(row: u32, i: u32, w_i: f32, x_i: f32, r: f32) {
+    var wi = w_i;
+    if (CONTROL == 6u && i == 0u) { wi = wi * 2.0; }
+    var v = mul_rn(wi, mul_rn(x_i, r));
+    if (P.bf16_out != 0u) { v = round_bf16(v); }
+    if (!(CONTROL == 4u && row == 0u && i == 0u)) { y[row * P.d + i] = v; }
 }
