@@ -54,3 +54,21 @@ fn the_forward_with_an_image_compiles_exactly_the_registered_forward_kernels_and
     let forward: BTreeSet<&str> = forward_kernels().into_iter().collect();
     assert_eq!(dispatched, forward, "the forward dispatches every kernel the registry marks as the forward's, and no other");
 }
+
+#[test]
+fn a_profile_names_each_stage_of_a_variant_that_dispatches_several_sources_and_one_line_otherwise() {
+    let mut seen = std::collections::HashSet::new();
+    for (kernel, v) in registry::variants() {
+        for s in v.shaders {
+            let label = registry::stage_label(kernel, v.name, s.source);
+            if v.shaders.len() == 1 {
+                assert_eq!(label, format!("{kernel}/{}", v.name));
+            } else {
+                assert!(label.starts_with(&format!("{kernel}/{}.", v.name)), "{label}");
+            }
+            assert!(seen.insert(label.clone()), "{label} names two sources");
+        }
+    }
+    let split: Vec<String> = registry::variants().into_iter().filter(|(k, v)| *k == "sparse_attention" && v.name == "split").flat_map(|(k, v)| v.shaders.iter().map(move |s| registry::stage_label(k, v.name, s.source))).collect();
+    assert_eq!(split, ["sparse_attention/split.0", "sparse_attention/split.1", "sparse_attention/split.2", "sparse_attention/split.3"]);
+}
