@@ -21,7 +21,7 @@ fn x_block(m: u32, b: u32) -> W32 {
     return W32(x[base], x[base + 1u], x[base + 2u], x[base + 3u], x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
 }
 
-// The block dot with the x block already loaded.
+// The block dot with the x block already loaded, back in the weights' own units.
 fn block_dot_x(xv: W32, wv: W32) -> f32 {
     var s = dot4(0.0, xv.v0, wv.v0);
     s = dot4(s, xv.v1, wv.v1);
@@ -30,7 +30,7 @@ fn block_dot_x(xv: W32, wv: W32) -> f32 {
     s = dot4(s, xv.v4, wv.v4);
     s = dot4(s, xv.v5, wv.v5);
     s = dot4(s, xv.v6, wv.v6);
-    return dot4(s, xv.v7, wv.v7);
+    return dot4(s, xv.v7, wv.v7) * W_UNIT;
 }
 
 fn block_dot(m: u32, b: u32, wv: W32) -> f32 {

@@ -24,6 +24,8 @@ fn wblock(n: u32, b: u32, k: u32) -> W32 {
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 { return 1.0; }
 
+const W_UNIT: f32 = 1.0;
+
 // bf16 products below 2^-103 are dropped, so every block sum stays a multiple of 2^-126 (N7); exact products need no opacity.
 fn term(p: f32) -> f32 { return ls_term(p); }
 fn term4(p: vec4<f32>) -> vec4<f32> { return ls_term4(p); }

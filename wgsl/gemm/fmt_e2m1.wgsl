@@ -5,9 +5,15 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
+// The four low nibbles as their values times 2^-2 (W_UNIT undoes it): magnitude bits under a bias of 2^-3, codes 0 and 1 by min(f, 2f - 2^-2), all normal.
 fn e2m1x4(word: u32) -> vec4<f32> {
-    return vec4<f32>(e2m1_value(word & 15u), e2m1_value((word >> 4u) & 15u), e2m1_value((word >> 8u) & 15u), e2m1_value((word >> 12u) & 15u));
+    let v = vec4<u32>(word);
+    let f = bitcast<vec4<f32>>(((v << vec4<u32>(22u, 18u, 14u, 10u)) & vec4<u32>(0x01c00000u)) | vec4<u32>(0x3e000000u));
+    let sign = (v << vec4<u32>(28u, 24u, 20u, 16u)) & vec4<u32>(0x80000000u);
+    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(min(f, f * 2.0 - 0.25)) | sign);
 }
+
+const W_UNIT: f32 = 4.0;
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {

@@ -5,9 +5,15 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
+// The four bytes as their values times 2^-8 (W_UNIT undoes it): magnitude bits under a bias of 2^-15, subnormal codes by min(f, 2f - 2^-14), all normal.
 fn e4m3x4(word: u32) -> vec4<f32> {
-    return vec4<f32>(e4m3_value(word & 0xffu), e4m3_value((word >> 8u) & 0xffu), e4m3_value((word >> 16u) & 0xffu), e4m3_value(word >> 24u));
+    let v = vec4<u32>(word);
+    let f = bitcast<vec4<f32>>((((v << vec4<u32>(20u, 12u, 4u, 0u)) >> vec4<u32>(0u, 0u, 0u, 4u)) & vec4<u32>(0x07f00000u)) | vec4<u32>(0x38000000u));
+    let sign = (v << vec4<u32>(24u, 16u, 8u, 0u)) & vec4<u32>(0x80000000u);
+    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(min(f, f * 2.0 - 0.00006103515625)) | sign);
 }
+
+const W_UNIT: f32 = 256.0;
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {

@@ -81,10 +81,10 @@ fn tile(g: Entry, m0: u32, n0: u32, tid: u32) {
                 b3 = b3 + term4(a.w * cw);
             }
             workgroupBarrier();
-            s0 = s0 + b0 * scale4(g, mi, nj, b);
-            s1 = s1 + b1 * scale4(g, mi + 1u, nj, b);
-            s2 = s2 + b2 * scale4(g, mi + 2u, nj, b);
-            s3 = s3 + b3 * scale4(g, mi + 3u, nj, b);
+            s0 = s0 + (b0 * W_UNIT) * scale4(g, mi, nj, b);
+            s1 = s1 + (b1 * W_UNIT) * scale4(g, mi + 1u, nj, b);
+            s2 = s2 + (b2 * W_UNIT) * scale4(g, mi + 2u, nj, b);
+            s3 = s3 + (b3 * W_UNIT) * scale4(g, mi + 3u, nj, b);
         }
         t0 = t0 + s0;
         t1 = t1 + s1;

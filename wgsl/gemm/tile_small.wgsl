@@ -81,10 +81,10 @@ fn tile_small(g: Entry, m0: u32, n0: u32, tid: u32) {
                 }
                 workgroupBarrier();
             }
-            s0 = s0 + vec2<f32>(b01.x, b01.y) * scale2(g, mi, nj, b);
-            s1 = s1 + vec2<f32>(b01.z, b01.w) * scale2(g, mi + 1u, nj, b);
-            s2 = s2 + vec2<f32>(b23.x, b23.y) * scale2(g, mi + 2u, nj, b);
-            s3 = s3 + vec2<f32>(b23.z, b23.w) * scale2(g, mi + 3u, nj, b);
+            s0 = s0 + (vec2<f32>(b01.x, b01.y) * W_UNIT) * scale2(g, mi, nj, b);
+            s1 = s1 + (vec2<f32>(b01.z, b01.w) * W_UNIT) * scale2(g, mi + 1u, nj, b);
+            s2 = s2 + (vec2<f32>(b23.x, b23.y) * W_UNIT) * scale2(g, mi + 2u, nj, b);
+            s3 = s3 + (vec2<f32>(b23.z, b23.w) * W_UNIT) * scale2(g, mi + 3u, nj, b);
         }
         t0 = t0 + s0;
         t1 = t1 + s1;
