@@ -4,12 +4,6 @@ fn part_index(one: bool, m: u32, r: u32, b: u32, nb: u32) -> u32 {
     return select((m * nb + b) * R + r, r * nb + b, one);
 }
 
-// Block b's scaled sum of one x row and column c + r, into part (zero past the last block).
-fn put_part(xv: W32, xm: u32, raw: WRaw, c: u32, r: u32, b: u32, nb: u32, last: u32) {
-    let v = block_dot_x(xv, wdecode(raw)) * block_scale(xm, c + r, b);
-    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
-}
-
 fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, lid: u32) {
     let nb = P.k >> 5u;
     let nseg = (nb + 7u) >> 3u;
@@ -24,17 +18,10 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
             for (var b = lid - gi * nb; b < nb; b += 256u) {
                 let xm = x_row(first, b);
                 let xv = x_block(xm, b);
-                // Four columns' loads issued before any is decoded; past the last column the last one is loaded again and not stored.
-                for (var r = gi; r < rc; r += 4u * g) {
-                    let c = wbase + n0;
-                    let w0 = wraw(c + r, b, P.k);
-                    let w1 = wraw(c + min(r + g, rc - 1u), b, P.k);
-                    let w2 = wraw(c + min(r + 2u * g, rc - 1u), b, P.k);
-                    let w3 = wraw(c + min(r + 3u * g, rc - 1u), b, P.k);
-                    put_part(xv, xm, w0, c, r, b, nb, last);
-                    if (r + g < rc) { put_part(xv, xm, w1, c, r + g, b, nb, last); }
-                    if (r + 2u * g < rc) { put_part(xv, xm, w2, c, r + 2u * g, b, nb, last); }
-                    if (r + 3u * g < rc) { put_part(xv, xm, w3, c, r + 3u * g, b, nb, last); }
+                for (var r = gi; r < rc; r += g) {
+                    let n = wbase + n0 + r;
+                    let v = block_dot_x(xv, wblock(n, b, P.k)) * block_scale(xm, n, b);
+                    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
                 }
             }
         }
