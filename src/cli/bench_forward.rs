@@ -37,6 +37,9 @@ pub struct ForwardArgs {
     /// Also time every dispatch of one prefill and one decode step and print each kernel's share.
     #[arg(long)]
     pub profile: bool,
+    /// With `--profile`, also print the decode step's dispatches one by one, in order, with their workgroups.
+    #[arg(long)]
+    pub trace: bool,
     /// Feed the DSpark rings on every call (as a drafting server does) and also time verify windows of this many drafts and the draft pass, at 1 and `--rows` sequences.
     #[arg(long)]
     pub drafts: Option<usize>,
@@ -294,6 +297,12 @@ fn profile(s: &mut Bench, model: &Model, context: usize, args: &ForwardArgs, out
         writeln!(out, "profile {what}: {:.3} ms device in {} dispatches, each in its own timed pass ({:.3} ms wall)", total * 1e3, rows.iter().map(|r| r.1.dispatches).sum::<usize>(), t.wall * 1e3)?;
         for (k, v) in rows {
             writeln!(out, "  {k:<30} {:>5} dispatches {:>9.3} ms {:>5.1}%", v.dispatches, v.seconds * 1e3, 100.0 * v.seconds / total.max(1e-12))?;
+        }
+        let trace = s.ex.inner.take_trace();
+        if args.trace && ids.len() == 1 {
+            for (i, (label, g, secs)) in trace.iter().enumerate() {
+                writeln!(out, "  trace {i:>4} {label:<30} {:>6}x{}x{} {:>9.1} us", g[0], g[1], g[2], secs * 1e6)?;
+            }
         }
     }
     Ok(())

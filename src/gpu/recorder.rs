@@ -216,7 +216,7 @@ impl<'g> Recorder<'g> {
     }
 
     /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's (kernel, variant, source) and device seconds (empty without timestamps).
-    pub fn submit_profiled(self) -> Result<Vec<([&'static str; 3], f64)>, GpuError> {
+    pub fn submit_profiled(self) -> Result<Vec<([&'static str; 3], [u32; 3], f64)>, GpuError> {
         let gpu = self.gpu;
         if !gpu.has_timestamps() || gpu.emu.is_some() {
             self.submit()?;
@@ -252,7 +252,7 @@ impl<'g> Recorder<'g> {
             gpu.wait()?;
             let t: Vec<u64> = bytemuck::pod_collect_to_vec(&gpu.read(&stamps)?[..8 * count as usize]);
             let period = f64::from(gpu.queue.get_timestamp_period());
-            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| ([d.kernel, d.variant, d.source], p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
+            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| ([d.kernel, d.variant, d.source], d.groups, p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
         }
         Ok(out)
     }

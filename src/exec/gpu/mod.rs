@@ -85,6 +85,8 @@ pub struct GpuExecutor<'g, 'c> {
     dispatches: usize,
     device_seconds: f64,
     profile: Option<BTreeMap<String, KernelTime>>,
+    /// While profiling, every dispatch in order: its label, workgroups and device seconds.
+    trace: Vec<(String, [u32; 3], f64)>,
     pool: Pool,
     /// Command buffers submitted without waiting, whose device times are read at the next wait.
     in_flight: Vec<Submitted<'g>>,
@@ -110,7 +112,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let wgsl = |k: &&dyn crate::contract::Kernel| k.variants().first().is_some_and(|v| v.lang() == crate::gpu::Lang::Wgsl);
         let registered = crate::kernels::registry().into_iter().filter(wgsl).map(|k| k.name()).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new(), consts: HashMap::new() }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, trace: Vec::new(), pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new(), consts: HashMap::new() }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -167,12 +169,18 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     /// Starts timing every dispatch on its own (each in its own pass, so totals run above unprofiled ones).
     pub fn start_profile(&mut self) {
         self.profile = Some(BTreeMap::new());
+        self.trace.clear();
     }
 
     /// Stops profiling; returns each kernel variant's (or stage's) dispatches and device seconds since `start_profile`.
     pub fn take_profile(&mut self) -> Result<BTreeMap<String, KernelTime>, ExecError> {
         self.flush()?;
         Ok(self.profile.take().unwrap_or_default())
+    }
+
+    /// The dispatches the last profile timed, in order: label, workgroups, device seconds.
+    pub fn take_trace(&mut self) -> Vec<(String, [u32; 3], f64)> {
+        std::mem::take(&mut self.trace)
     }
 
     /// The forward's kernels that are not registered (the forward cannot run while any is missing).
@@ -211,11 +219,14 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         if let Some(profile) = self.profile.as_mut() {
             if !rec.is_empty() {
                 self.submits += 1;
-                for ([kernel, variant, source], t) in rec.submit_profiled()? {
-                    let k = profile.entry(crate::kernels::registry::stage_label(kernel, variant, source)).or_default();
+                let mut labels: HashMap<(&str, &str, *const u8), String> = HashMap::new();
+                for ([kernel, variant, source], groups, t) in rec.submit_profiled()? {
+                    let label = labels.entry((kernel, variant, source.as_ptr())).or_insert_with(|| crate::kernels::registry::stage_label(kernel, variant, source)).clone();
+                    let k = profile.entry(label.clone()).or_default();
                     k.dispatches += 1;
                     k.seconds += t;
                     self.device_seconds += t;
+                    self.trace.push((label, groups, t));
                 }
             }
         } else if !rec.is_empty() {
