@@ -30,8 +30,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
         } else if (b < last) {
             for (var i = b * 32u; i < P.d; i++) {
-                let v = x[src * P.d + i];
-                if (CONTROL == 3u) { acc = acc + v * v; } else { acc = acc + mul_rn(v, v); }
+                let xi = x[src * P.d + i];
+                if (CONTROL == 3u) { acc = acc + xi * xi; } else { acc = acc + mul_rn(xi, xi); }
             }
         }
         red_max[lid] = acc;

@@ -100,7 +100,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
         }
         for (tile, tiles) in kinds.into_iter().filter(|(_, t)| !t.is_empty()) {
             let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
-            record_part(ex, st, p, x.rows, &quant, (&y, out), &tiles, &table, &table, tile)?;
+            record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &tiles, &table, &table, tile)?;
         }
     }
     Ok(y)
@@ -134,7 +134,7 @@ fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &
     for p in &st.parts {
         let entries: Vec<GroupEntry> = (0..x.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g, 0, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
-        record_part(ex, st, p, x.rows, &quant, (&y, out), &entries, &table, &picks.buf, GroupedTile::Blocks)?;
+        record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }
     Ok(y)
 }
@@ -150,10 +150,10 @@ fn act_values(ex: &mut GpuExecutor, x: &GpuTensor, fmt: WeightFormat) -> Result<
     })
 }
 
-/// Records one stack part's grouped GEMM over `entries` (on the device as `table`) into `y` stored as `out` says, pick entries reading their experts from `picks`.
+/// Records one stack part's grouped GEMM over `entries` (on the device as `table`) into `y`, rounded to bf16 when `round`, pick entries reading their experts from `picks`.
 #[allow(clippy::too_many_arguments)]
-fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), (y, out): (&GpuTensor, Out), entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
-    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries, table, picks, round: out == Out::Bf16 };
+fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, round: bool, entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
+    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries, table, picks, round };
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?;
     Ok(())
