@@ -9,32 +9,34 @@ struct Params { zero: u32, m: u32, n: u32, hc: u32, iters: u32, inv_n: f32, norm
 @group(0) @binding(4) var<storage, read> base: array<f32>;
 @group(0) @binding(5) var<storage, read_write> mix: array<f32>;
 @group(0) @binding(6) var<storage, read_write> seg: array<f32>;
+// h and hc_fn again, four elements a load (used where rows start on 16 bytes).
+@group(0) @binding(7) var<storage, read> h4: array<vec4<f32>>;
+@group(0) @binding(8) var<storage, read> fn4: array<vec4<f32>>;
 
 // Blocks per phase-1 workgroup (16 segments); at most 25 sums (24 mixes and the squares).
 const HM_CHUNK: u32 = 128u;
 var<workgroup> hm_blocks: array<f32, 128>;
 var<workgroup> hm_totals: array<f32, 25>;
-var<workgroup> hm_comb: array<f32, 16>;
+// Two copies of the comb (at 0 and 16): a pass reads one and writes the other.
+var<workgroup> hm_comb: array<f32, 32>;
 const HM_STAGE: u32 = 1024u;
 var<workgroup> hm_stage: array<f32, 1024>;
 
-// Comb entry e divided by (its row (rows) or column sum, ascending from +0.0, + hc_eps).
-fn hm_normalized(e: u32, rows: bool) -> f32 {
+// Comb entry e of the copy at `at` divided by (its row (rows) or column sum, ascending from +0.0, + hc_eps).
+fn hm_normalized(e: u32, rows: bool, at: u32) -> f32 {
     let hc = P.hc;
     let i = e / hc;
     let j = e - i * hc;
     var s = 0.0;
-    for (var k = 0u; k < hc; k++) { s = s + hm_comb[select(k * hc + j, i * hc + k, rows)]; }
-    return ls_div(hm_comb[e], s + P.hc_eps);
+    for (var k = 0u; k < hc; k++) { s = s + hm_comb[at + select(k * hc + j, i * hc + k, rows)]; }
+    return ls_div(hm_comb[at + e], s + P.hc_eps);
 }
 
-// One normalization pass over the comb, a thread per entry; every thread calls it.
-fn hm_pass(lid: u32, rows: bool) {
-    var v = 0.0;
-    if (lid < P.hc * P.hc) { v = hm_normalized(lid, rows); }
+// One normalization pass, a thread per entry, from one copy of the comb into the other; every thread calls it and gets the copy now current.
+fn hm_pass(lid: u32, rows: bool, at: u32) -> u32 {
+    if (lid < P.hc * P.hc) { hm_comb[(at ^ 16u) + lid] = hm_normalized(lid, rows, at); }
     workgroupBarrier();
-    if (lid < P.hc * P.hc) { hm_comb[lid] = v; }
-    workgroupBarrier();
+    return at ^ 16u;
 }
 
 // Blocks of 32 the sums cover (one fewer under CONTROL 1) and their segments of 8.
@@ -60,9 +62,26 @@ fn sums(lid: u32, wid: vec3<u32>) {
             // A full block: every load issued before the ascending sum.
             var xv: array<f32, 32>;
             var wv: array<f32, 32>;
-            for (var q = 0u; q < 32u; q++) {
-                xv[q] = h[xb + lo + q];
-                wv[q] = select(xv[q], hc_fn[min(s, nmix - 1u) * P.n + lo + q], s < nmix);
+            if ((P.n & 3u) == 0u) {
+                let hb = (xb + lo) >> 2u;
+                let fb = (min(s, nmix - 1u) * P.n + lo) >> 2u;
+                for (var q = 0u; q < 8u; q++) {
+                    let a = h4[hb + q];
+                    let f = select(a, fn4[fb + q], s < nmix);
+                    xv[4u * q] = a.x;
+                    xv[4u * q + 1u] = a.y;
+                    xv[4u * q + 2u] = a.z;
+                    xv[4u * q + 3u] = a.w;
+                    wv[4u * q] = f.x;
+                    wv[4u * q + 1u] = f.y;
+                    wv[4u * q + 2u] = f.z;
+                    wv[4u * q + 3u] = f.w;
+                }
+            } else {
+                for (var q = 0u; q < 32u; q++) {
+                    xv[q] = h[xb + lo + q];
+                    wv[q] = select(xv[q], hc_fn[min(s, nmix - 1u) * P.n + lo + q], s < nmix);
+                }
             }
             for (var q = 0u; q < 32u; q++) {
                 let t = select(q, 31u - q, CONTROL == 2u);
@@ -144,13 +163,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         for (var k = 0u; k < hc; k++) { s = s + ls_exp(ls_sub(hm_comb[i * hc + k], mx)); }
         v = mul_rn(ls_exp(ls_sub(hm_comb[lid], mx)), ls_recip(s)) + P.hc_eps;
     }
+    if (lid < hc * hc) { hm_comb[16u + lid] = v; }
     workgroupBarrier();
-    if (lid < hc * hc) { hm_comb[lid] = v; }
-    workgroupBarrier();
-    if (CONTROL != 6u) { hm_pass(lid, false); }
+    var cur = 16u;
+    if (CONTROL != 6u) { cur = hm_pass(lid, false, cur); }
     for (var it = 1u; it < P.iters; it++) {
-        hm_pass(lid, true);
-        hm_pass(lid, false);
+        cur = hm_pass(lid, true, cur);
+        cur = hm_pass(lid, false, cur);
     }
-    if (lid < hc * hc && !(CONTROL == 5u && row == P.m - 1u && lid == hc * hc - 1u)) { mix[out + 2u * hc + lid] = hm_comb[lid]; }
+    if (lid < hc * hc && !(CONTROL == 5u && row == P.m - 1u && lid == hc * hc - 1u)) { mix[out + 2u * hc + lid] = hm_comb[cur + lid]; }
 }

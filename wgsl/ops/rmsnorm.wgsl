@@ -5,6 +5,11 @@ struct Params { zero: u32, m: u32, d: u32, inv_d: f32, eps: f32, bf16_out: u32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+// x again, four elements a load (used where rows start on 16 bytes).
+@group(0) @binding(4) var<storage, read> x4: array<vec4<f32>>;
+
+// Output elements a thread loads before it stores any (a thread per element, 256 apart).
+const RN_BATCH: u32 = 16u;
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -16,15 +21,25 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let nseg = (nb + 7u) >> 3u;
     let last = select(nb, nb - 1u, CONTROL == 1u);
     let chunks = (nb + 255u) >> 8u;
-    // A thread's full block of the row's one chunk stays in registers for the output.
-    var v: array<f32, 32>;
-    let held = chunks == 1u && CONTROL != 5u && lid < last && lid * 32u + 32u <= P.d;
+    let wide = (P.d & 3u) == 0u;
     for (var c = 0u; c < chunks; c++) {
         let b = c * 256u + lid;
         var acc = 0.0;
         if (b < last && b * 32u + 32u <= P.d) {
             // A full block: every load issued before the ascending sum.
-            for (var q = 0u; q < 32u; q++) { v[q] = x[src * P.d + b * 32u + q]; }
+            var v: array<f32, 32>;
+            if (wide) {
+                let b4 = (src * P.d + b * 32u) >> 2u;
+                for (var q = 0u; q < 8u; q++) {
+                    let t = x4[b4 + q];
+                    v[4u * q] = t.x;
+                    v[4u * q + 1u] = t.y;
+                    v[4u * q + 2u] = t.z;
+                    v[4u * q + 3u] = t.w;
+                }
+            } else {
+                for (var q = 0u; q < 32u; q++) { v[q] = x[src * P.d + b * 32u + q]; }
+            }
             for (var q = 0u; q < 32u; q++) {
                 if (CONTROL == 3u) { acc = acc + v[q] * v[q]; } else { acc = acc + mul_rn(v[q], v[q]); }
             }
@@ -46,15 +61,18 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     let total = canonical_total(nseg, lid, CONTROL == 2u);
     let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
-    if (held) {
-        var wv: array<f32, 32>;
-        for (var q = 0u; q < 32u; q++) { wv[q] = w[lid * 32u + q]; }
-        for (var q = 0u; q < 32u; q++) { store_y(row, lid * 32u + q, wv[q], v[q], r); }
-    }
-    // Every other element, a thread per element.
-    let covered = select(0u, min(last, P.d >> 5u), chunks == 1u && CONTROL != 5u);
-    for (var i = lid; i < P.d; i += 256u) {
-        if ((i >> 5u) >= covered) { store_y(row, i, w[i], x[row * P.d + i], r); }
+    for (var i0 = 0u; i0 < P.d; i0 += RN_BATCH * 256u) {
+        var xs: array<f32, RN_BATCH>;
+        var ws: array<f32, RN_BATCH>;
+        for (var k = 0u; k < RN_BATCH; k++) {
+            let i = min(i0 + k * 256u + lid, P.d - 1u);
+            xs[k] = x[row * P.d + i];
+            ws[k] = w[i];
+        }
+        for (var k = 0u; k < RN_BATCH; k++) {
+            let i = i0 + k * 256u + lid;
+            if (i < P.d) { store_y(row, i, ws[k], xs[k], r); }
+        }
     }
 }
 

@@ -28,7 +28,7 @@ pub fn record_hc_mixes(rec: &mut Recorder, h: &Buf, hc_fn: &Buf, scale: &Buf, ba
     }
     let inv_n = (1.0 / n as f64) as f32;
     let params = [rows as u32, n as u32, p.hc as u32, p.iters as u32, inv_n.to_bits(), p.norm_eps.to_bits(), p.hc_eps.to_bits()];
-    let args = [Arg::Whole(h), Arg::Whole(hc_fn), Arg::Whole(scale), Arg::Whole(base), Arg::Whole(mix), Arg::Whole(seg)];
+    let args = [Arg::Whole(h), Arg::Whole(hc_fn), Arg::Whole(scale), Arg::Whole(base), Arg::Whole(mix), Arg::Whole(seg), Arg::Whole(h), Arg::Whole(hc_fn)];
     let chunks = n.div_ceil(32).div_ceil(128).max(1) as u32;
     rec.dispatch(&key(HC_MIXES, control, &[("PHASE", 1.0)]), &params, &args, [chunks, nsum as u32, rows as u32])?;
     rec.dispatch(&key(HC_MIXES, control, &[("PHASE", 2.0)]), &params, &args, [rows as u32, 1, 1])
