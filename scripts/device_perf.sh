@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Decode receipts on a GPU machine from carried binaries (.cache/devab/ab.tar.xz: target/ab/SIDE/lockstep): flash-scaled checkpoints of each LAYERS count in turn, bench forward of each side on each (dispatches, waits and host work per step beside device time), then the last side's profile, GEMM contract on full shapes and contract hash.
+# Decode receipts on a GPU machine from carried binaries (.cache/devab/ab.tar.xz: target/ab/SIDE/lockstep): flash-scaled checkpoints of each LAYERS count in turn, bench forward of each side on each (dispatches, waits and host work per step beside device time), then the last side's profile (with TRACE, its decode step dispatch by dispatch), GEMM contract on full shapes and contract hash.
 set -u
 source scripts/device_env.sh
 mkdir -p target && tar -C target -xJf .cache/devab/ab.tar.xz
@@ -13,7 +13,7 @@ for layers in ${LAYERS_LIST:-3}; do
     timeout "${BENCH_S:-150}" target/ab/$side/lockstep bench forward --model "$dir" --reps "${REPS:-7}" --prefill "${PREFILL:-2048}" --rows 4 2>&1 | grep -v XDG | tee "$OUT/bench_${side}_L$layers.txt"
   done
   if [ -n "${PROFILE:-}" ]; then
-    timeout "${BENCH_S:-150}" target/ab/$last/lockstep bench forward --model "$dir" --reps 3 --prefill 512 --rows 4 --profile 2>&1 | grep -v XDG > "$OUT/profile_${last}_L$layers.txt"
+    timeout "${BENCH_S:-150}" target/ab/$last/lockstep bench forward --model "$dir" --reps 3 --prefill 512 --rows 4 --profile ${TRACE:+--trace} 2>&1 | grep -v XDG > "$OUT/profile_${last}_L$layers.txt"
   fi
 done
 if [ -n "${CONTRACT:-}" ]; then

@@ -108,6 +108,8 @@ fn gates_123(gpu: &Gpu, k: &dyn Kernel, variant: &Variant, c: &CaseRun, control:
             }
         }
     }
+    // Each run binds fresh buffers: kept bind groups would hold them past the case.
+    gpu.clear_bind_groups();
     Ok((m, g2, g3, out))
 }
 

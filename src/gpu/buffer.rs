@@ -49,12 +49,9 @@ impl Gpu {
         if size > self.max_binding() {
             return Err(GpuError::TooBig { bytes: size, limit: self.max_binding() });
         }
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size,
-            usage: USAGE,
-            mapped_at_creation: false,
-        });
+        let buffer = self.out_of_memory_checked(size, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size, usage: USAGE, mapped_at_creation: false })
+        })?;
         Ok(Buf { buffer, bytes: size, holders: Arc::new(()) })
     }
 
@@ -66,12 +63,20 @@ impl Gpu {
         }
         let mut bytes = data.to_vec();
         bytes.resize(size as usize, 0);
-        let buffer = self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: &bytes,
-            usage: USAGE,
-        });
+        let buffer = self.out_of_memory_checked(size, || {
+            self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: None, contents: &bytes, usage: USAGE })
+        })?;
         Ok(Buf { buffer, bytes: size, holders: Arc::new(()) })
+    }
+
+    /// `make`'s buffer, or an error naming its size where the device had no memory for it.
+    fn out_of_memory_checked(&self, bytes: u64, make: impl FnOnce() -> wgpu::Buffer) -> Result<wgpu::Buffer, GpuError> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = make();
+        match pollster::block_on(scope.pop()) {
+            None => Ok(buffer),
+            Some(_) => Err(GpuError::OutOfMemory { bytes }),
+        }
     }
 
     /// A storage buffer holding a slice of plain values.

@@ -34,6 +34,8 @@ pub enum GpuError {
     Shader { kernel: String, message: String },
     #[error("buffer of {bytes} bytes exceeds what the device allows ({limit} bytes)")]
     TooBig { bytes: u64, limit: u64 },
+    #[error("the device is out of memory for a buffer of {bytes} bytes")]
+    OutOfMemory { bytes: u64 },
 }
 
 /// One opened device with its queue, limits and pipeline cache.
