@@ -25,8 +25,11 @@ const DEVICE_ROUTE_ROWS: usize = crate::kernels::gemm::GEMV_MAX_ROWS;
 const CONST_WORDS: usize = 4096;
 const CONST_LISTS: usize = 256;
 
-/// Pending dispatches that make the executor submit without waiting.
+/// Pending dispatches that make the executor submit without waiting, once earlier submits keep the device busy.
 const PIPELINE_DISPATCHES: usize = 64;
+
+/// Pending dispatches of the first submit after a wait (each later one twice the last, up to `PIPELINE_DISPATCHES`), so the device starts early.
+const FIRST_DISPATCHES: usize = 8;
 
 /// A device tensor of f32 values `[rows, cols]`; the buffer may hold more rows (growing caches).
 #[derive(Clone, Debug)]
@@ -133,7 +136,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.gpu
     }
 
-    /// Command buffers submitted so far (every `PIPELINE_DISPATCHES` dispatches, and before each read of a value).
+    /// Command buffers submitted so far (after 8, 16, 32, then every 64 dispatches, and before each read of a value).
     pub fn submits(&self) -> usize {
         self.submits
     }
@@ -197,9 +200,10 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         }
     }
 
-    /// Submits what was recorded without waiting once `PIPELINE_DISPATCHES` are pending, so the device runs while the host records the rest.
+    /// Submits what was recorded without waiting once enough are pending, so the device runs while the host records the rest.
     fn submit_early(&mut self) -> Result<(), ExecError> {
-        if self.profile.is_some() || self.rec.len() < PIPELINE_DISPATCHES {
+        let due = (FIRST_DISPATCHES << self.in_flight.len().min(8)).min(PIPELINE_DISPATCHES);
+        if self.profile.is_some() || self.rec.len() < due {
             return Ok(());
         }
         let rec = std::mem::replace(&mut self.rec, Recorder::new(self.gpu));
