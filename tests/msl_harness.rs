@@ -60,7 +60,7 @@ fn rmsnorm_in_the_harness_gives_the_oracle_bits_flushed_or_not_under_any_schedul
         let (x, w) = (random(m * d, 11 + d as u64), random(d, 5));
         let want: Vec<u32> = rmsnorm(&p, &x, &w).iter().map(|v| v.to_bits()).collect();
         for (seed, flush) in [(1u64, false), (2, true), (3, false)] {
-            let mut bufs = vec![params(&[m as u32, d as u32, p.inv_d().to_bits(), p.eps.to_bits(), u32::from(bf16_out)]), bytes(&x), bytes(&w), vec![0xffu8; m * d * 4]];
+            let mut bufs = vec![params(&[m as u32, d as u32, p.inv_d().to_bits(), p.eps.to_bits(), u32::from(bf16_out)]), bytes(&x), bytes(&w), vec![0xffu8; m * d * 4], bytes(&x)];
             let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
             k.launch(&mut views, [m as u32, 1, 1], seed, flush).expect("launch");
             let got: Vec<u32> = bufs[3].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
