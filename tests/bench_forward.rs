@@ -69,6 +69,11 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
     assert!(number_before(&bw, "MB/step") > 0.0 && number_before(&bw, "GB/s:") > 0.0, "{bw}");
     assert!(number_before(&bw, "% of the copy kernel") > 0.0 && number_before(&bw, "GB/s (") > 0.0, "{bw}");
     assert!(bw.contains("for 18 expert picks"), "9 layers x top-2 experts: {bw}");
+    let bw4 = line("decode bandwidth rows=4 context=16:");
+    let picks = number_before(&bw4, "expert picks");
+    assert!((18.0..=72.0).contains(&picks), "four rows pick at least one row's 2 and at most all 8 experts a layer: {bw4}");
+    assert!(number_before(&bw4, "MB/step") >= number_before(&bw, "MB/step") && number_before(&bw4, "% of the copy kernel") > 0.0, "{bw}\n{bw4}");
+    assert!(bw4.contains("rows=1's shares of copy"), "{bw4}");
     let (short, long) = (line("decode scaling rows=1 context=16 "), line("decode scaling rows=1 context=40 "));
     for l in [&short, &long] {
         assert!(number_before(l, "tok/s") > 0.0 && number_before(l, "MB/step read by the indexer") >= 0.0, "{l}");

@@ -218,7 +218,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let busy = t1.wall * 1e3 - phase("wait") - phase("read");
     writeln!(out, "decode rows=1 per step (mean): {} for {} layers; host work {busy:.3} ms (wall less wait and read), device {:.3} ms", counts.join(", "), cfg.num_hidden_layers, t1.device * 1e3)?;
     let rows = args.rows.max(1);
-    let tr = decode_rows(&mut s, &model, context, reps, rows)?;
+    let (tr, bytes_r) = decode_rows(&mut s, &model, context, reps, rows)?;
     writeln!(out, "decode rows={rows} context={context} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", ms(tr), rows as f64 / tr.wall)?;
     if let Some(w) = args.drafts {
         for n in [1, rows] {
@@ -226,24 +226,11 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
             writeln!(out, "verify window rows={} per sequence context={context} seqs={n} reps={reps}: {} ({:.2}x the {n}-sequence 1-row round); draft pass of {} positions: {} ({:.2}x)", w + 1, ms(tv), tv.wall / if n == 1 { t1.wall } else { tr.wall }, model.cfg.dspark_block_size, ms(td), td.wall / if n == 1 { t1.wall } else { tr.wall })?;
         }
     }
-    let achieved = bytes.total() as f64 / t1.wall / 1e9;
-    let on_device = bytes.total() as f64 / t1.device.max(1e-12) / 1e9;
-    writeln!(
-        out,
-        "decode bandwidth rows=1 context={context}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB, packed state unpacked for them {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
-        bytes.total() as f64 / 1e6,
-        bytes.weights as f64 / 1e6,
-        bytes.experts as f64 / 1e6,
-        bytes.expert_picks,
-        bytes.kv as f64 / 1e6,
-        bytes.index as f64 / 1e6,
-        bytes.packed as f64 / 1e6,
-        t1.wall * 1e3,
-        100.0 * achieved / copy,
-        100.0 * achieved / read,
-        t1.device * 1e3,
-        100.0 * on_device / copy
-    )?;
+    writeln!(out, "{}", bandwidth_line(&format!("rows=1 context={context}"), &bytes, t1, copy, read))?;
+    let one = (bytes.total() as f64 / t1.wall / 1e9 / copy, bytes.total() as f64 / t1.device.max(1e-12) / 1e9 / copy);
+    if rows > 1 {
+        writeln!(out, "{}; rows=1's shares of copy: {:.1}% over its wall time, {:.1}% over its device time", bandwidth_line(&format!("rows={rows} context={context}"), &bytes_r, tr, copy, read), 100.0 * one.0, 100.0 * one.1)?;
+    }
     for &c in &args.context {
         let (t, b) = if c == context { (t1, bytes) } else { let (t, b, _) = decode_one(&mut s, &model, c, reps)?; (t, b) };
         writeln!(out, "decode scaling rows=1 context={c} reps={reps}: {}, {:.2} tok/s; {:.3} MB/step read by the indexer (index keys) and {:.3} MB by attention (window and selected rows), unpacked from {:.3} MB of packed state, of {:.1} MB", ms(t), 1.0 / t.wall, b.index as f64 / 1e6, b.kv as f64 / 1e6, b.packed as f64 / 1e6, b.total() as f64 / 1e6)?;
@@ -365,8 +352,29 @@ fn step_counts(s: &Bench) -> [usize; 3] {
     [ex.dispatches(), ex.submits(), ex.waits()]
 }
 
-/// Median timing of one forward that decodes one row of each of `rows` sequences.
-fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<Timing> {
+/// "decode bandwidth WHAT: ..." for one decode step: what it read by kind, and that over its wall and device time as shares of the ceilings.
+fn bandwidth_line(what: &str, bytes: &StepBytes, t: Timing, copy: f64, read: f64) -> String {
+    let achieved = bytes.total() as f64 / t.wall / 1e9;
+    let on_device = bytes.total() as f64 / t.device.max(1e-12) / 1e9;
+    format!(
+        "decode bandwidth {what}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB, packed state unpacked for them {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
+        bytes.total() as f64 / 1e6,
+        bytes.weights as f64 / 1e6,
+        bytes.experts as f64 / 1e6,
+        bytes.expert_picks,
+        bytes.kv as f64 / 1e6,
+        bytes.index as f64 / 1e6,
+        bytes.packed as f64 / 1e6,
+        t.wall * 1e3,
+        100.0 * achieved / copy,
+        100.0 * achieved / read,
+        t.device * 1e3,
+        100.0 * on_device / copy
+    )
+}
+
+/// Median timing of one forward that decodes one row of each of `rows` sequences, and the bytes one more (counted) such forward read.
+fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<(Timing, StepBytes)> {
     let mut seqs = Vec::new();
     for r in 0..rows {
         let tok = prefill_context(s, model, context, 10 + r as u64)?;
@@ -374,14 +382,19 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
         seqs.push((id, [tok]));
     }
     let mut times = Vec::new();
-    for i in 0..reps + 1 {
-        let (t, logits) = timed(s, |s| {
+    for i in 0..reps + 2 {
+        // The last forward is counted, not timed.
+        s.ex.obs.counting = i == reps + 1;
+        s.ex.obs.bytes = StepBytes::default();
+        let step = timed(s, |s| {
             let inputs: Vec<[Span<'_>; 1]> = seqs.iter().map(|(_, tok)| [Span::Tokens(&tok[..])]).collect();
             let work: Vec<Work<'_>> = seqs.iter().zip(&inputs).map(|((id, _), input)| Work { seq: *id, input, rows: LogitRows::Last }).collect();
             let logits = s.engine.round(&work, &mut Taps::default())?;
             logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
-        })?;
-        if i >= 1 {
+        });
+        s.ex.obs.counting = false;
+        let (t, logits) = step?;
+        if (1..=reps).contains(&i) {
             times.push(t);
         }
         seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
@@ -389,7 +402,7 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
     for (id, _) in seqs {
         s.engine.remove(id)?;
     }
-    Ok(medians(&times))
+    Ok((medians(&times), s.ex.obs.bytes))
 }
 
 /// Median timings of a verify round (each of `n` sequences feeds its next token and `w` drafts, all rows' logits read, then the window rewound to its first row) and of one draft pass over the `n` sequences.
