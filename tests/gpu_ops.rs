@@ -181,3 +181,16 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
         }
     }
 }
+
+#[test]
+fn work_the_device_refuses_is_an_error_at_the_next_wait_not_a_panic_and_the_device_keeps_working() {
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    gpu.wait().expect("nothing refused yet");
+    // A buffer mapped at creation must be a multiple of 4 bytes: made outside the device layer's checks, wgpu refuses it.
+    let _bad = gpu.device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 6, usage: wgpu::BufferUsages::MAP_WRITE, mapped_at_creation: true });
+    let err = gpu.wait().expect_err("the refusal surfaces at the next wait");
+    assert!(err.to_string().starts_with("the device refused work"), "{err}");
+    gpu.wait().expect("a refusal is reported once");
+    let b = gpu.upload_pod(&[1u32, 2, 3, 4]).expect("upload");
+    assert_eq!(gpu.read_u32(&b).expect("read")[..4], [1, 2, 3, 4]);
+}

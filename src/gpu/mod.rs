@@ -16,7 +16,7 @@ pub(crate) use shader::msl_lib;
 pub use recorder::{Arg, Recorder, Submitted};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Errors of the device layer.
@@ -36,6 +36,8 @@ pub enum GpuError {
     TooBig { bytes: u64, limit: u64 },
     #[error("the device is out of memory for a buffer of {bytes} bytes")]
     OutOfMemory { bytes: u64 },
+    #[error("the device refused work submitted since the last wait: {0}")]
+    Refused(String),
 }
 
 /// One opened device with its queue, limits and pipeline cache.
@@ -51,6 +53,8 @@ pub struct Gpu {
     binds: Mutex<binds::Binds>,
     /// The MSL harness's kernels when this device emulates Metal (`--device metal-emu`).
     pub(crate) emu: Option<msl_emu::EmuDevice>,
+    /// The first error wgpu reported outside an error scope since the last wait (reported by that wait, not a panic).
+    refused: Arc<Mutex<Option<String>>>,
 }
 
 /// Host nanoseconds by phase: recording dispatches, building bind groups, encoding and submitting, waiting for the device, reading buffers back.
@@ -100,11 +104,16 @@ impl Gpu {
         if info.backend == wgpu::Backend::Metal && !features.contains(wgpu::Features::PASSTHROUGH_SHADERS) {
             return Err(GpuError::NoAdapter(format!("{} (Metal without passthrough shaders: its kernels would compile with fast math)", info.name)));
         }
+        let refused: Arc<Mutex<Option<String>>> = Arc::default();
+        let slot = refused.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            slot.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| e.to_string());
+        }));
         let emu = (*choice == DeviceChoice::MetalEmu).then(msl_emu::EmuDevice::default);
         if emu.is_some() {
             info.name = format!("metal-emu (MSL harness, buffers on {})", info.name);
         }
-        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default(), emu })
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default(), emu, refused })
     }
 
     /// Whether dispatches run in the MSL harness.
@@ -125,7 +134,7 @@ impl Gpu {
         self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
     }
 
-    /// Blocks until all submitted work is done.
+    /// Blocks until all submitted work is done; fails if the device refused any of it (the refusal is reported once).
     pub fn wait(&self) -> Result<(), GpuError> {
         let t0 = Instant::now();
         let r = self
@@ -134,6 +143,10 @@ impl Gpu {
             .map(|_| ())
             .map_err(|e| GpuError::Poll(e.to_string()));
         add_since(&self.host.wait, t0);
-        r
+        r?;
+        match self.refused.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(message) => Err(GpuError::Refused(message)),
+            None => Ok(()),
+        }
     }
 }
