@@ -48,6 +48,7 @@ fn bench_forward_on_the_tiny_model_prints_every_measurement_with_positive_rates(
         let l = line(prefix);
         assert!(number_before(&l, "tok/s") > 0.0, "{l}");
         assert!(number_before(&l, "ms") > 0.0, "{l}");
+        assert!(number_before(&l, "ms device") > 0.0, "every submit's pass timestamps read back (kept ones reused): {l}");
     }
     assert!(line("decode rows=4").contains("one forward of 4 sequences"));
     let (w16, w32) = (line("prefill tokens=16 work:"), line("prefill tokens=32 work:"));

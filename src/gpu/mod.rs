@@ -53,6 +53,8 @@ pub struct Gpu {
     binds: Mutex<binds::Binds>,
     /// The MSL harness's kernels when this device emulates Metal (`--device metal-emu`).
     pub(crate) emu: Option<msl_emu::EmuDevice>,
+    /// Pass timestamps no submit in flight holds, for the next submits.
+    stamps: Mutex<Vec<recorder::PassStamps>>,
     /// The first error wgpu reported outside an error scope since the last wait (reported by that wait, not a panic).
     refused: Arc<Mutex<Option<String>>>,
 }
@@ -113,7 +115,7 @@ impl Gpu {
         if emu.is_some() {
             info.name = format!("metal-emu (MSL harness, buffers on {})", info.name);
         }
-        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default(), emu, refused })
+        Ok(Gpu { device, queue, info, limits, features, pipelines: Mutex::new(pipeline::Cache::default()), host: HostTimes::default(), binds: Mutex::default(), stamps: Mutex::default(), emu, refused })
     }
 
     /// Whether dispatches run in the MSL harness.

@@ -178,17 +178,11 @@ impl<'g> Recorder<'g> {
         }
         let (groups, uniform) = self.bind_groups()?;
         let t0 = Instant::now();
-        let stamps = gpu.has_timestamps().then(|| {
-            let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
-            let buffer = |usage| gpu.device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 16, usage, mapped_at_creation: false });
-            let resolve = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
-            let staging = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
-            (set, resolve, staging)
-        });
+        let stamps = gpu.has_timestamps().then(|| gpu.pass_stamps());
         let mut enc = gpu.device.create_command_encoder(&Default::default());
         {
-            let timestamp_writes = stamps.as_ref().map(|(set, _, _)| wgpu::ComputePassTimestampWrites {
-                query_set: set,
+            let timestamp_writes = stamps.as_ref().map(|st| wgpu::ComputePassTimestampWrites {
+                query_set: &st.set,
                 beginning_of_pass_write_index: Some(0),
                 end_of_pass_write_index: Some(1),
             });
@@ -199,17 +193,17 @@ impl<'g> Recorder<'g> {
                 pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
             }
         }
-        if let Some((set, resolve, staging)) = &stamps {
-            enc.resolve_query_set(set, 0..2, resolve, 0);
-            enc.copy_buffer_to_buffer(resolve, 0, staging, 0, 16);
+        if let Some(st) = &stamps {
+            enc.resolve_query_set(&st.set, 0..2, &st.resolve, 0);
+            enc.copy_buffer_to_buffer(&st.resolve, 0, &st.staging, 0, 16);
         }
         gpu.queue.submit([enc.finish()]);
-        let stamps = stamps.map(|(_, _, staging)| {
+        let stamps = stamps.map(|st| {
             let (tx, rx) = std::sync::mpsc::channel();
-            staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            st.staging.map_async(wgpu::MapMode::Read, .., move |r| {
                 let _ = tx.send(r.is_ok());
             });
-            (staging, rx)
+            (st, rx)
         });
         add_since(&gpu.host.submit, t0);
         Ok(Submitted { gpu, stamps, _uniform: Some(uniform) })
@@ -261,7 +255,7 @@ impl<'g> Recorder<'g> {
 /// A submitted command buffer whose timestamps are read once the device has been waited for.
 pub struct Submitted<'g> {
     gpu: &'g Gpu,
-    stamps: Option<(wgpu::Buffer, std::sync::mpsc::Receiver<bool>)>,
+    stamps: Option<(PassStamps, std::sync::mpsc::Receiver<bool>)>,
     /// The parameters' uniform buffer, kept from reuse until the submit is waited for.
     _uniform: Option<Uniform>,
 }
@@ -269,13 +263,36 @@ pub struct Submitted<'g> {
 impl Submitted<'_> {
     /// The pass's device seconds (None without timestamps); call after `Gpu::wait`.
     pub fn device_seconds(self) -> Result<Option<f64>, GpuError> {
-        let Some((staging, rx)) = self.stamps else { return Ok(None) };
+        let Some((st, rx)) = self.stamps else { return Ok(None) };
         if !rx.recv().unwrap_or(false) {
             return Err(GpuError::Map);
         }
-        let t: [u64; 2] = bytemuck::pod_read_unaligned(&staging.get_mapped_range(..).map_err(|_| GpuError::Map)?[..16]);
+        let t: [u64; 2] = bytemuck::pod_read_unaligned(&st.staging.get_mapped_range(..).map_err(|_| GpuError::Map)?[..16]);
+        st.staging.unmap();
+        self.gpu.stamps.lock().unwrap_or_else(|p| p.into_inner()).push(st);
         let period = f64::from(self.gpu.queue.get_timestamp_period());
         Ok(Some(t[1].wrapping_sub(t[0]) as f64 * period * 1e-9))
+    }
+}
+
+/// A pass's two timestamps: the query set, the buffer they resolve into, and the buffer mapped to read them (kept for later submits once read).
+pub(crate) struct PassStamps {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    staging: wgpu::Buffer,
+}
+
+impl Gpu {
+    /// A kept set of pass timestamps, or a new one when every kept set is in flight.
+    fn pass_stamps(&self) -> PassStamps {
+        if let Some(st) = self.stamps.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return st;
+        }
+        let set = self.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count: 2 });
+        let buffer = |usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: None, size: 16, usage, mapped_at_creation: false });
+        let resolve = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let staging = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        PassStamps { set, resolve, staging }
     }
 }
 
