@@ -227,9 +227,9 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
         }
     }
     writeln!(out, "{}", bandwidth_line(&format!("rows=1 context={context}"), &bytes, t1, copy, read))?;
-    let one = (bytes.total() as f64 / t1.wall / 1e9 / copy, bytes.total() as f64 / t1.device.max(1e-12) / 1e9 / copy);
     if rows > 1 {
-        writeln!(out, "{}; rows=1's shares of copy: {:.1}% over its wall time, {:.1}% over its device time", bandwidth_line(&format!("rows={rows} context={context}"), &bytes_r, tr, copy, read), 100.0 * one.0, 100.0 * one.1)?;
+        let one = rates(&bytes, t1);
+        writeln!(out, "{}; rows=1's shares of copy: {:.1}% over its wall time, {:.1}% over its device time", bandwidth_line(&format!("rows={rows} context={context}"), &bytes_r, tr, copy, read), 100.0 * one.0 / copy, 100.0 * one.1 / copy)?;
     }
     for &c in &args.context {
         let (t, b) = if c == context { (t1, bytes) } else { let (t, b, _) = decode_one(&mut s, &model, c, reps)?; (t, b) };
@@ -327,23 +327,23 @@ fn decode_one(s: &mut Bench, model: &Model, context: usize, reps: usize) -> Resu
     let host = s.ex.inner.gpu().host.snapshot().map(|(n, v)| (n, v / reps as f64));
     let mut host: Vec<(&str, f64)> = host.iter().zip(host0).map(|(&(n, v), v0)| (n, v - v0 / reps as f64)).collect();
     host.extend(["dispatches", "submits", "waits"].into_iter().zip(counts.iter().zip(counts0)).map(|(n, (&c, c0))| (n, (c - c0) as f64 / reps as f64)));
-    s.ex.obs.counting = true;
-    s.ex.obs.bytes = StepBytes::default();
-    let counted = timed_call(s, &[tok]);
-    s.ex.obs.counting = false;
-    counted?;
-    Ok((medians(&times), s.ex.obs.bytes, host))
+    let (_, bytes) = counted(s, |s| timed_call(s, &[tok]))?;
+    Ok((medians(&times), bytes, host))
 }
 
 /// The bytes and FLOPs of one counted prefill of `ids` from a fresh state.
 fn counted_prefill(s: &mut Bench, ids: &[u32]) -> Result<StepBytes> {
     fresh(s)?;
+    Ok(counted(s, |s| timed_call(s, ids))?.1)
+}
+
+/// `f`'s result and the bytes and FLOPs the ops it ran read (counting reads routing ids back, so no timed call counts).
+fn counted<T>(s: &mut Bench, f: impl FnOnce(&mut Bench) -> Result<T>) -> Result<(T, StepBytes)> {
     s.ex.obs.counting = true;
     s.ex.obs.bytes = StepBytes::default();
-    let counted = timed_call(s, ids);
+    let v = f(s);
     s.ex.obs.counting = false;
-    counted?;
-    Ok(s.ex.obs.bytes)
+    Ok((v?, s.ex.obs.bytes))
 }
 
 /// Dispatches, submits and host waits of the executor so far.
@@ -352,10 +352,15 @@ fn step_counts(s: &Bench) -> [usize; 3] {
     [ex.dispatches(), ex.submits(), ex.waits()]
 }
 
+/// GB/s of what a step read over its wall time and over its device time.
+fn rates(bytes: &StepBytes, t: Timing) -> (f64, f64) {
+    let gb = bytes.total() as f64 / 1e9;
+    (gb / t.wall, gb / t.device.max(1e-12))
+}
+
 /// "decode bandwidth WHAT: ..." for one decode step: what it read by kind, and that over its wall and device time as shares of the ceilings.
 fn bandwidth_line(what: &str, bytes: &StepBytes, t: Timing, copy: f64, read: f64) -> String {
-    let achieved = bytes.total() as f64 / t.wall / 1e9;
-    let on_device = bytes.total() as f64 / t.device.max(1e-12) / 1e9;
+    let (achieved, on_device) = rates(bytes, t);
     format!(
         "decode bandwidth {what}: {:.1} MB/step (non-expert weights {:.1} MB, routed experts {:.1} MB for {} expert picks from the routing ids, KV state {:.2} MB, index keys {:.2} MB, packed state unpacked for them {:.2} MB) in {:.3} ms wall = {achieved:.2} GB/s: {:.1}% of the copy kernel's {copy:.1} GB/s, {:.1}% of the stream-read kernel's {read:.1} GB/s; over the {:.3} ms of device time {on_device:.2} GB/s ({:.1}% of copy)",
         bytes.total() as f64 / 1e6,
@@ -381,28 +386,25 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
         let id = s.engine.fork(s.seq)?;
         seqs.push((id, [tok]));
     }
+    let round = |s: &mut Bench, seqs: &[(SeqId, [u32; 1])]| -> Result<Vec<Vec<f32>>> {
+        let inputs: Vec<[Span<'_>; 1]> = seqs.iter().map(|(_, tok)| [Span::Tokens(&tok[..])]).collect();
+        let work: Vec<Work<'_>> = seqs.iter().zip(&inputs).map(|((id, _), input)| Work { seq: *id, input, rows: LogitRows::Last }).collect();
+        let logits = s.engine.round(&work, &mut Taps::default())?;
+        logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
+    };
     let mut times = Vec::new();
-    for i in 0..reps + 2 {
-        // The last forward is counted, not timed.
-        s.ex.obs.counting = i == reps + 1;
-        s.ex.obs.bytes = StepBytes::default();
-        let step = timed(s, |s| {
-            let inputs: Vec<[Span<'_>; 1]> = seqs.iter().map(|(_, tok)| [Span::Tokens(&tok[..])]).collect();
-            let work: Vec<Work<'_>> = seqs.iter().zip(&inputs).map(|((id, _), input)| Work { seq: *id, input, rows: LogitRows::Last }).collect();
-            let logits = s.engine.round(&work, &mut Taps::default())?;
-            logits.iter().map(|l| s.ex.read(l)).collect::<Result<Vec<_>, _>>().map_err(Into::into)
-        });
-        s.ex.obs.counting = false;
-        let (t, logits) = step?;
-        if (1..=reps).contains(&i) {
+    for i in 0..reps + 1 {
+        let (t, logits) = timed(s, |s| round(s, &seqs))?;
+        if i >= 1 {
             times.push(t);
         }
         seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
     }
+    let (_, bytes) = counted(s, |s| round(s, &seqs))?;
     for (id, _) in seqs {
         s.engine.remove(id)?;
     }
-    Ok((medians(&times), s.ex.obs.bytes))
+    Ok((medians(&times), bytes))
 }
 
 /// Median timings of a verify round (each of `n` sequences feeds its next token and `w` drafts, all rows' logits read, then the window rewound to its first row) and of one draft pass over the `n` sequences.
