@@ -9,17 +9,6 @@ fn one_part(r: u32, b: u32, nb: u32, last: u32, v: f32) {
     part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
 }
 
-// Every x row's block sum for pair t (column t % rc, block t / rc) of weight block wv.
-fn many_parts(first: u32, cnt: u32, nc: u32, t: u32, rc: u32, nb: u32, last: u32, wv: W32) {
-    let b = t / rc;
-    let r = t - b * rc;
-    for (var m = 0u; m < cnt; m++) {
-        let xm = x_row(first + m, b);
-        let v = block_dot(xm, b, wv) * block_scale(xm, nc + r, b);
-        part[part_index(false, m, r, b, nb)] = select(v, 0.0, b >= last);
-    }
-}
-
 fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, lid: u32) {
     let nb = P.k >> 5u;
     let nseg = (nb + 7u) >> 3u;
@@ -57,14 +46,15 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
         }
     } else {
         // Several x rows: consecutive threads take consecutive columns of one block, so a warp shares each x block.
-        // Two (column, block) pairs a round, 256 apart, both weight blocks loaded before the first dot (past the end, the last pair again).
-        let pairs = rc * nb;
-        for (var t = lid; t < pairs; t += 512u) {
-            let t1 = min(t + 256u, pairs - 1u);
-            let w0 = wraw(wbase + n0 + t % rc, t / rc, P.k);
-            let w1 = wraw(wbase + n0 + t1 % rc, t1 / rc, P.k);
-            many_parts(first, cnt, wbase + n0, t, rc, nb, last, wdecode(w0));
-            if (t + 256u < pairs) { many_parts(first, cnt, wbase + n0, t1, rc, nb, last, wdecode(w1)); }
+        for (var t = lid; t < rc * nb; t += 256u) {
+            let b = t / rc;
+            let r = t - b * rc;
+            let wv = wblock(wbase + n0 + r, b, P.k);
+            for (var m = 0u; m < cnt; m++) {
+                let xm = x_row(first + m, b);
+                let v = block_dot(xm, b, wv) * block_scale(xm, wbase + n0 + r, b);
+                part[part_index(false, m, r, b, nb)] = select(v, 0.0, b >= last);
+            }
         }
     }
     workgroupBarrier();
