@@ -13,23 +13,14 @@ fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
     return W8(bf16x4(v.x, v.y), bf16x4(v.z, v.w));
 }
 
-// A block's raw words, loaded apart from decoding so several loads are in flight at once.
-struct WRaw { v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, v3: vec4<u32> }
-
-fn wraw(n: u32, b: u32, k: u32) -> WRaw {
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 3u;
-    return WRaw(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
-}
-
-fn wdecode(r: WRaw) -> W32 {
-    let v0 = r.v0;
-    let v1 = r.v1;
-    let v2 = r.v2;
-    let v3 = r.v3;
+    let v0 = w[base];
+    let v1 = w[base + 1u];
+    let v2 = w[base + 2u];
+    let v3 = w[base + 3u];
     return W32(bf16x4(v0.x, v0.y), bf16x4(v0.z, v0.w), bf16x4(v1.x, v1.y), bf16x4(v1.z, v1.w), bf16x4(v2.x, v2.y), bf16x4(v2.z, v2.w), bf16x4(v3.x, v3.y), bf16x4(v3.z, v3.w));
 }
-
-fn wblock(n: u32, b: u32, k: u32) -> W32 { return wdecode(wraw(n, b, k)); }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 { return 1.0; }
 

@@ -21,17 +21,10 @@ fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
     return W8(e2m1x4(word), e2m1x4(word >> 16u));
 }
 
-// A block's raw words, loaded apart from decoding so several loads are in flight at once.
-struct WRaw { v: vec4<u32> }
-
-fn wraw(n: u32, b: u32, k: u32) -> WRaw { return WRaw(w[(n * k + b * 32u) >> 5u]); }
-
-fn wdecode(r: WRaw) -> W32 {
-    let v = r.v;
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
+    let v = w[(n * k + b * 32u) >> 5u];
     return W32(e2m1x4(v.x), e2m1x4(v.x >> 16u), e2m1x4(v.y), e2m1x4(v.y >> 16u), e2m1x4(v.z), e2m1x4(v.z >> 16u), e2m1x4(v.w), e2m1x4(v.w >> 16u));
 }
-
-fn wblock(n: u32, b: u32, k: u32) -> W32 { return wdecode(wraw(n, b, k)); }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {
     let idx = n * (k >> 5u) + b;

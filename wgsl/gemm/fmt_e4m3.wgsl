@@ -24,21 +24,12 @@ fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
     return W8(e4m3x4(lo), e4m3x4(hi));
 }
 
-// A block's raw words, loaded apart from decoding so several loads are in flight at once.
-struct WRaw { v0: vec4<u32>, v1: vec4<u32> }
-
-fn wraw(n: u32, b: u32, k: u32) -> WRaw {
+fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 4u;
-    return WRaw(w[base], w[base + 1u]);
-}
-
-fn wdecode(r: WRaw) -> W32 {
-    let v0 = r.v0;
-    let v1 = r.v1;
+    let v0 = w[base];
+    let v1 = w[base + 1u];
     return W32(e4m3x4(v0.x), e4m3x4(v0.y), e4m3x4(v0.z), e4m3x4(v0.w), e4m3x4(v1.x), e4m3x4(v1.y), e4m3x4(v1.z), e4m3x4(v1.w));
 }
-
-fn wblock(n: u32, b: u32, k: u32) -> W32 { return wdecode(wraw(n, b, k)); }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {
     let idx = (n >> 5u) * (k >> 5u) + b;

@@ -4,11 +4,6 @@ fn part_index(one: bool, m: u32, r: u32, b: u32, nb: u32) -> u32 {
     return select((m * nb + b) * R + r, r * nb + b, one);
 }
 
-// One x row's block sum of column r, block b (zero past the last block the sums cover).
-fn one_part(r: u32, b: u32, nb: u32, last: u32, v: f32) {
-    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
-}
-
 fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, lid: u32) {
     let nb = P.k >> 5u;
     let nseg = (nb + 7u) >> 3u;
@@ -23,24 +18,10 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
             for (var b = lid - gi * nb; b < nb; b += 256u) {
                 let xm = x_row(first, b);
                 let xv = x_block(xm, b);
-                // Four columns a round, every weight block and scale loaded before the first dot (past the last column, the last one again).
-                let nc = wbase + n0;
-                for (var r = gi; r < rc; r += 4u * g) {
-                    let r1 = min(r + g, rc - 1u);
-                    let r2 = min(r + 2u * g, rc - 1u);
-                    let r3 = min(r + 3u * g, rc - 1u);
-                    let w0 = wraw(nc + r, b, P.k);
-                    let w1 = wraw(nc + r1, b, P.k);
-                    let w2 = wraw(nc + r2, b, P.k);
-                    let w3 = wraw(nc + r3, b, P.k);
-                    let s0 = block_scale(xm, nc + r, b);
-                    let s1 = block_scale(xm, nc + r1, b);
-                    let s2 = block_scale(xm, nc + r2, b);
-                    let s3 = block_scale(xm, nc + r3, b);
-                    one_part(r, b, nb, last, block_dot_x(xv, wdecode(w0)) * s0);
-                    if (r + g < rc) { one_part(r1, b, nb, last, block_dot_x(xv, wdecode(w1)) * s1); }
-                    if (r + 2u * g < rc) { one_part(r2, b, nb, last, block_dot_x(xv, wdecode(w2)) * s2); }
-                    if (r + 3u * g < rc) { one_part(r3, b, nb, last, block_dot_x(xv, wdecode(w3)) * s3); }
+                for (var r = gi; r < rc; r += g) {
+                    let n = wbase + n0 + r;
+                    let v = block_dot_x(xv, wblock(n, b, P.k)) * block_scale(xm, n, b);
+                    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
                 }
             }
         }
