@@ -20,6 +20,12 @@ fn key_elem(e: u32, i: u32) -> f32 {
     return kv[at];
 }
 
+// Element e of the keys from list slot k0 on, rows of P.dim one after another.
+fn elem_at(k0: u32, e: u32) -> f32 {
+    let k = e / P.dim;
+    return key_elem(keys[k0 + k], e - k * P.dim);
+}
+
 fn gather(row: u32, lid: u32) {
     let p = P.start + row;
     var lo = select(0u, p + 1u - P.window, p + 1u >= P.window);
@@ -42,19 +48,18 @@ fn gather(row: u32, lid: u32) {
     let base = srow * P.topk;
     var cnt = 0u;
     for (var c = c0; c < c1; c++) { if (sel[base + c] >= 0.0) { cnt++; } }
+    // Inclusive scan of the counts, a doubling step at a time.
     counts[lid] = cnt;
     workgroupBarrier();
-    if (lid == 0u) {
-        var acc = 0u;
-        for (var t = 0u; t < 256u; t++) {
-            let ct = counts[t];
-            counts[t] = acc;
-            acc += ct;
-        }
-        n_keys = min(nw + acc, MAX_KEYS);
+    for (var off = 1u; off < 256u; off <<= 1u) {
+        let add = select(0u, counts[lid - min(off, lid)], lid >= off);
+        workgroupBarrier();
+        counts[lid] += add;
+        workgroupBarrier();
     }
+    if (lid == 255u) { n_keys = min(nw + counts[255], MAX_KEYS); }
+    var at = nw + counts[lid] - cnt;
     workgroupBarrier();
-    var at = nw + counts[lid];
     for (var c = c0; c < c1; c++) {
         let v = sel[base + c];
         if (v >= 0.0 && at < MAX_KEYS) {
@@ -75,9 +80,25 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let k0 = wid.x * 32u;
     let k1 = min(k0 + 32u, n);
     let lk = key_slots();
-    for (var k = k0; k < k1; k++) {
-        let e = keys[k];
-        let dst = (row * lk + k) * P.dim;
-        for (var i = lid; i < P.dim; i += 256u) { g[dst + i] = key_elem(e, i); }
+    // The keys' rows are consecutive in g: eight elements a thread loaded before any is stored (past the end, the last again).
+    let total = select(0u, (k1 - k0) * P.dim, k1 > k0);
+    let dst = (row * lk + k0) * P.dim;
+    for (var e0 = lid; e0 < total; e0 += 2048u) {
+        let a0 = elem_at(k0, e0);
+        let a1 = elem_at(k0, min(e0 + 256u, total - 1u));
+        let a2 = elem_at(k0, min(e0 + 512u, total - 1u));
+        let a3 = elem_at(k0, min(e0 + 768u, total - 1u));
+        let a4 = elem_at(k0, min(e0 + 1024u, total - 1u));
+        let a5 = elem_at(k0, min(e0 + 1280u, total - 1u));
+        let a6 = elem_at(k0, min(e0 + 1536u, total - 1u));
+        let a7 = elem_at(k0, min(e0 + 1792u, total - 1u));
+        g[dst + e0] = a0;
+        if (e0 + 256u < total) { g[dst + e0 + 256u] = a1; }
+        if (e0 + 512u < total) { g[dst + e0 + 512u] = a2; }
+        if (e0 + 768u < total) { g[dst + e0 + 768u] = a3; }
+        if (e0 + 1024u < total) { g[dst + e0 + 1024u] = a4; }
+        if (e0 + 1280u < total) { g[dst + e0 + 1280u] = a5; }
+        if (e0 + 1536u < total) { g[dst + e0 + 1536u] = a6; }
+        if (e0 + 1792u < total) { g[dst + e0 + 1792u] = a7; }
     }
 }

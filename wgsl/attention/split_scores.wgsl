@@ -3,11 +3,22 @@
 @group(0) @binding(2) var<storage, read> g: array<f32>;
 @group(0) @binding(3) var<storage, read> nk: array<u32>;
 @group(0) @binding(4) var<storage, read_write> s: array<f32>;
+// q and g again, four elements a load (used where head dims are multiples of 32).
+@group(0) @binding(5) var<storage, read> q4: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> g4: array<vec4<f32>>;
 
 const CHUNK: u32 = 32u;
 const HEADS: u32 = 8u;
 var<workgroup> part: array<f32, 2048>;
 var<workgroup> n_keys: u32;
+
+// s plus the four products of a and b in order, each a flushed term.
+fn dot_terms(s: f32, a: vec4<f32>, b: vec4<f32>) -> f32 {
+    var t = s + ls_mul_term(a.x, b.x);
+    t = t + ls_mul_term(a.y, b.y);
+    t = t + ls_mul_term(a.z, b.z);
+    return t + ls_mul_term(a.w, b.w);
+}
 
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
@@ -30,7 +41,24 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let rk = lid - rh * kpp;
     for (var k0 = c0; k0 < c1; k0 += kpp) {
         let k = k0 + mk;
-        if (mk < kpp && k < c1) {
+        if (mk < kpp && k < c1 && (P.dim & 31u) == 0u) {
+            // Full blocks: the key block in eight vec4s, each head's q block likewise, products ascending.
+            let at = ((row * lk + k) * P.dim + mb * 32u) >> 2u;
+            let kv = array<vec4<f32>, 8>(g4[at], g4[at + 1u], g4[at + 2u], g4[at + 3u], g4[at + 4u], g4[at + 5u], g4[at + 6u], g4[at + 7u]);
+            for (var hh = 0u; hh < hn; hh++) {
+                let qa = ((row * P.heads + h0 + hh) * P.dim + mb * 32u) >> 2u;
+                var acc = 0.0;
+                acc = dot_terms(acc, q4[qa], kv[0]);
+                acc = dot_terms(acc, q4[qa + 1u], kv[1]);
+                acc = dot_terms(acc, q4[qa + 2u], kv[2]);
+                acc = dot_terms(acc, q4[qa + 3u], kv[3]);
+                acc = dot_terms(acc, q4[qa + 4u], kv[4]);
+                acc = dot_terms(acc, q4[qa + 5u], kv[5]);
+                acc = dot_terms(acc, q4[qa + 6u], kv[6]);
+                acc = dot_terms(acc, q4[qa + 7u], kv[7]);
+                part[hh * 256u + lid] = acc;
+            }
+        } else if (mk < kpp && k < c1) {
             var kb: array<f32, 32>;
             let at = (row * lk + k) * P.dim + mb * 32u;
             for (var j = 0u; j < 32u; j++) {

@@ -56,7 +56,7 @@ pub fn record_split(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Bu
         let params = [row0 as u32, d.rows as u32, d.heads as u32, d.dim as u32, d.start as u32, d.window as u32, d.topk as u32, d.scale.to_bits(), d.block as u32];
         let gather = [Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts)];
         rec.dispatch(&keys(0), &params, &gather, [slots.div_ceil(32), n, 1])?;
-        let score = [Arg::Whole(q), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores)];
+        let score = [Arg::Whole(q), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts), Arg::Whole(scratch.scores), Arg::Whole(q), Arg::Whole(scratch.keys)];
         let groups = (d.heads as u32).div_ceil(HEAD_GROUP);
         rec.dispatch(&keys(1), &params, &score, [groups, slots.div_ceil(KEY_CHUNK), n])?;
         let weigh = [Arg::Whole(scratch.scores), Arg::Whole(scratch.counts), Arg::Whole(sink)];
