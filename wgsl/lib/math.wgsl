@@ -6,6 +6,9 @@ var<private> LS_ZERO: u32;
 // The IEEE product rounded on its own, at or below 2^-126 flushed to a signed zero.
 fn mul_rn(a: f32, b: f32) -> f32 { return ls_flp(bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO)); }
 
+// A product known never to fall at or under 2^-126 unless zero: opaque like mul_rn, without its flush.
+fn ls_mul_nf(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO); }
+
 // A product known to be exact, kept opaque like mul_rn so no compiler rewrites the error-free sums around it.
 fn ls_mul_ex(a: f32, b: f32) -> f32 { return mul_rn(a, b); }
 
@@ -110,15 +113,28 @@ fn ls_ldexp(v: f32, n: i32) -> f32 {
     return select(r, bitcast<f32>(sign), e == 0 || en < 1);
 }
 
+// Called with m in [1, 2.5] only, where no product below is at or under 2^-126 unless zero, so mul_rn's flushes are skipped.
 fn ls_recip_core(m: f32) -> LsRecip {
-    let y0 = LS_RECIP_P0 + mul_rn(LS_RECIP_P1, m);
-    let y1 = y0 + mul_rn(y0, ls_keep(1.0 - mul_rn(m, y0)));
+    let y0 = LS_RECIP_P0 + ls_mul_nf(LS_RECIP_P1, m);
+    let y1 = y0 + ls_mul_nf(y0, ls_keep(1.0 - ls_mul_nf(m, y0)));
     let y = ls_head12(y1);
     let mh = ls_head12(m);
     let ml = m - mh;
-    let r = (1.0 - ls_mul_ex(mh, y)) - ls_mul_ex(ml, y);
-    let c = mul_rn(r, ls_keep(1.0 + mul_rn(r, ls_keep(1.0 + mul_rn(r, ls_keep(1.0 + r))))));
+    let r = (1.0 - ls_mul_nf(mh, y)) - ls_mul_nf(ml, y);
+    let c = ls_mul_nf(r, ls_keep(1.0 + ls_mul_nf(r, ls_keep(1.0 + ls_mul_nf(r, ls_keep(1.0 + r))))));
     return LsRecip(y, c);
+}
+
+// ls_div_core for mantissas nh, dh in [1, 2) and nl = dl = 0, where no product is at or under 2^-126 unless zero (no flushes).
+fn ls_div_mant(nh: f32, dh: f32) -> LsDd {
+    let rc = ls_recip_core(dh);
+    let nhh = ls_head12(nh);
+    let nhl = nh - nhh;
+    let u = ls_mul_nf(nhh, rc.y);
+    let ue = ls_mul_nf(nhl, rc.y);
+    let w = u + ue;
+    let v = ls_mul_nf(0.0 - ls_mul_nf(w, 0.0), rc.y);
+    return ls_fast_two_sum(u, ue + (v + ls_mul_nf(w + v, rc.c)));
 }
 
 fn ls_div_core(nh: f32, nl: f32, dh: f32, dl: f32) -> LsDd {
@@ -280,7 +296,7 @@ fn ls_recip(x: f32) -> f32 {
 }
 
 fn ls_div(a: f32, b: f32) -> f32 {
-    let q = ls_div_core(ls_mant(a), 0.0, ls_mant(b), 0.0);
+    let q = ls_div_mant(ls_mant(a), ls_mant(b));
     let v = ls_ldexp(q.hi, ls_expo(a) - ls_expo(b));
     let w = select(select(v, ls_inf(), abs(b) < LS_MIN_NORMAL || abs(a) == ls_inf()), 0.0, abs(a) < LS_MIN_NORMAL || abs(b) == ls_inf());
     return ls_with_sign(w, bitcast<u32>(a) ^ bitcast<u32>(b));
