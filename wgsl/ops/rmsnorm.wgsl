@@ -22,6 +22,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let last = select(nb, nb - 1u, CONTROL == 1u);
     let chunks = (nb + 255u) >> 8u;
     let wide = (P.d & 3u) == 0u;
+    // The first output batch's x and w, loaded before the sums so their latency overlaps them.
+    var xs: array<f32, RN_BATCH>;
+    var ws: array<f32, RN_BATCH>;
+    rn_load(&xs, &ws, row, 0u, lid);
     for (var c = 0u; c < chunks; c++) {
         let b = c * 256u + lid;
         var acc = 0.0;
@@ -62,17 +66,20 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let total = canonical_total(nseg, lid, CONTROL == 2u);
     let r = ls_rsqrt(mul_rn(total, P.inv_d) + P.eps);
     for (var i0 = 0u; i0 < P.d; i0 += RN_BATCH * 256u) {
-        var xs: array<f32, RN_BATCH>;
-        var ws: array<f32, RN_BATCH>;
-        for (var k = 0u; k < RN_BATCH; k++) {
-            let i = min(i0 + k * 256u + lid, P.d - 1u);
-            xs[k] = x[row * P.d + i];
-            ws[k] = w[i];
-        }
+        if (i0 > 0u) { rn_load(&xs, &ws, row, i0, lid); }
         for (var k = 0u; k < RN_BATCH; k++) {
             let i = i0 + k * 256u + lid;
             if (i < P.d) { store_y(row, i, ws[k], xs[k], r); }
         }
+    }
+}
+
+// A thread's x and w for output elements i0 + k * 256 + lid (past the row's end, its last element).
+fn rn_load(xs: ptr<function, array<f32, RN_BATCH>>, ws: ptr<function, array<f32, RN_BATCH>>, row: u32, i0: u32, lid: u32) {
+    for (var k = 0u; k < RN_BATCH; k++) {
+        let i = min(i0 + k * 256u + lid, P.d - 1u);
+        (*xs)[k] = x[row * P.d + i];
+        (*ws)[k] = w[i];
     }
 }
 
