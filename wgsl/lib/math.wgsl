@@ -4,9 +4,9 @@
 var<private> LS_ZERO: u32;
 
 // The IEEE product rounded on its own, at or below 2^-126 flushed to a signed zero.
-fn mul_rn(a: f32, b: f32) -> f32 { return ls_flp(bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO)); }
+fn mul_rn(a: f32, b: f32) -> f32 { return ls_flp(ls_mul_nf(a, b)); }
 
-// A product known never to fall at or under 2^-126 unless zero: opaque like mul_rn, without its flush.
+// The only float product here, kept from contraction; on its own for products known never to fall at or under 2^-126 unless zero.
 fn ls_mul_nf(a: f32, b: f32) -> f32 { return bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO); }
 
 // A product known to be exact, kept opaque like mul_rn so no compiler rewrites the error-free sums around it.

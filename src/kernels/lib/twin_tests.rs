@@ -51,7 +51,7 @@ fn wgsl_parses_validates_and_uses_no_banned_operation() {
     assert!(!code.contains('/'), "division in math.wgsl");
     assert!(!code.contains("f16"), "f16 in math.wgsl");
     let stars = code.matches('*').count();
-    assert_eq!(stars, 1, "every float product must go through mul_rn; found {stars} '*'");
+    assert_eq!(stars, 1, "every float product must go through ls_mul_nf (mul_rn flushes it); found {stars} '*'");
 }
 
 /// Bits of an exact WGSL hexadecimal float literal such as `-0x1.702dfep-2f`.
