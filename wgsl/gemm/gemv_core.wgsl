@@ -11,14 +11,19 @@ fn rows_block(first: u32, cnt: u32, wbase: u32, n0: u32, cols: u32, cbase: u32, 
     let rc = min(R, cols - min(n0, cols));
     let one = cnt == 1u;
     if (one) {
-        // One x row: every thread takes (column, block) pairs, consecutive threads consecutive blocks of one column.
-        for (var t = lid; t < rc * nb; t += 256u) {
-            let r = t / nb;
-            let b = t - r * nb;
-            let xm = x_row(first, b);
-            let n = wbase + n0 + r;
-            let v = block_dot(xm, b, wblock(n, b, P.k)) * block_scale(xm, n, b);
-            part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
+        // One x row: a thread keeps its x block and takes that block of every g-th column.
+        let g = max(1u, 256u / nb);
+        let gi = select(lid / nb, 0u, nb > 256u);
+        if (gi < g) {
+            for (var b = lid - gi * nb; b < nb; b += 256u) {
+                let xm = x_row(first, b);
+                let xv = x_block(xm, b);
+                for (var r = gi; r < rc; r += g) {
+                    let n = wbase + n0 + r;
+                    let v = block_dot_x(xv, wblock(n, b, P.k)) * block_scale(xm, n, b);
+                    part[part_index(true, 0u, r, b, nb)] = select(v, 0.0, b >= last);
+                }
+            }
         }
     } else {
         // Several x rows: consecutive threads take consecutive columns of one block, so a warp shares each x block.
