@@ -125,16 +125,13 @@ fn ls_recip_core(m: f32) -> LsRecip {
     return LsRecip(y, c);
 }
 
-// ls_div_core for mantissas nh, dh in [1, 2) and nl = dl = 0, where no product is at or under 2^-126 unless zero (no flushes).
+// ls_div_core for mantissas nh, dh in [1, 2) and nl = dl = 0 (its v is +0, so w + v = w and v + x = x here), no product at or under 2^-126 unless zero (no flushes).
 fn ls_div_mant(nh: f32, dh: f32) -> LsDd {
     let rc = ls_recip_core(dh);
     let nhh = ls_head12(nh);
-    let nhl = nh - nhh;
     let u = ls_mul_nf(nhh, rc.y);
-    let ue = ls_mul_nf(nhl, rc.y);
-    let w = u + ue;
-    let v = ls_mul_nf(0.0 - ls_mul_nf(w, 0.0), rc.y);
-    return ls_fast_two_sum(u, ue + (v + ls_mul_nf(w + v, rc.c)));
+    let ue = ls_mul_nf(nh - nhh, rc.y);
+    return ls_fast_two_sum(u, ue + ls_mul_nf(u + ue, rc.c));
 }
 
 fn ls_div_core(nh: f32, nl: f32, dh: f32, dl: f32) -> LsDd {
