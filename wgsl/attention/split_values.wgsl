@@ -16,8 +16,7 @@ fn key_step(acc: array<vec4<f32>, 2>, j: u32, v: f32) -> array<vec4<f32>, 2> {
     let lo = vec4<f32>(wt[j], wt[TILE + j], wt[2u * TILE + j], wt[3u * TILE + j]);
     let hi = vec4<f32>(wt[4u * TILE + j], wt[5u * TILE + j], wt[6u * TILE + j], wt[7u * TILE + j]);
     if (CONTROL == 6u) { return array<vec4<f32>, 2>(acc[0] + lo * v, acc[1] + hi * v); }
-    let z = vec4<u32>(LS_ZERO);
-    return array<vec4<f32>, 2>(acc[0] + ls_term4(bitcast<vec4<f32>>(bitcast<vec4<u32>>(lo * v) ^ z)), acc[1] + ls_term4(bitcast<vec4<f32>>(bitcast<vec4<u32>>(hi * v) ^ z)));
+    return array<vec4<f32>, 2>(acc[0] + ls_mul_term4(lo, vec4<f32>(v)), acc[1] + ls_mul_term4(hi, vec4<f32>(v)));
 }
 
 // Keys k..end (one block) of dim column `col` weighted for the 8 heads, ascending from +0.0; eight keys' values loaded before their products (past the end, the last key again).

@@ -34,6 +34,7 @@ fn ls_term4(x: vec4<f32>) -> vec4<f32> {
 
 // The product a * b as a term of a sum (kept from contraction like mul_rn): below 2^-103 it is +0.
 fn ls_mul_term(a: f32, b: f32) -> f32 { return ls_term(bitcast<f32>(bitcast<u32>(a * b) ^ LS_ZERO)); }
+fn ls_mul_term4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return ls_term4(bitcast<vec4<f32>>(bitcast<vec4<u32>>(a * b) ^ vec4<u32>(LS_ZERO))); }
 
 // a + b and a - b, flushed.
 fn ls_add(a: f32, b: f32) -> f32 { return ls_fl(a + b); }
