@@ -5,25 +5,29 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-// The four low nibbles as their values times 2^-2 (W_UNIT undoes it): magnitude bits under a bias of 2^-3, codes 0 and 1 by min(f, 2f - 2^-2), all normal.
-fn e2m1x4(word: u32) -> vec4<f32> {
-    let v = vec4<u32>(word);
-    let f = bitcast<vec4<f32>>(((v << vec4<u32>(22u, 18u, 14u, 10u)) & vec4<u32>(0x01c00000u)) | vec4<u32>(0x3e000000u));
-    let sign = (v << vec4<u32>(28u, 24u, 20u, 16u)) & vec4<u32>(0x80000000u);
-    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(min(f, f * 2.0 - 0.25)) | sign);
+// The eight nibbles as their values times 2^-14 (W_UNIT undoes it): each nibble's magnitude bits placed as an f16's low exponent and top mantissa bits (code 1 becomes an f16 subnormal), nibbles i and i+4 in one word; f16 to f32 is exact.
+fn e2m1x8(word: u32) -> W8 {
+    let p04 = unpack2x16float(((word << 9u) & 0x0e000e00u) | ((word << 12u) & 0x80008000u));
+    let p15 = unpack2x16float(((word << 5u) & 0x0e000e00u) | ((word << 8u) & 0x80008000u));
+    let p26 = unpack2x16float(((word << 1u) & 0x0e000e00u) | ((word << 4u) & 0x80008000u));
+    let p37 = unpack2x16float(((word >> 3u) & 0x0e000e00u) | (word & 0x80008000u));
+    return W8(vec4<f32>(p04.x, p15.x, p26.x, p37.x), vec4<f32>(p04.y, p15.y, p26.y, p37.y));
 }
 
-const W_UNIT: f32 = 4.0;
+const W_UNIT: f32 = 16384.0;
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
-    let word = w[(n * k + b * 32u) >> 5u][q];
-    return W8(e2m1x4(word), e2m1x4(word >> 16u));
+    return e2m1x8(w[(n * k + b * 32u) >> 5u][q]);
 }
 
 fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let v = w[(n * k + b * 32u) >> 5u];
-    return W32(e2m1x4(v.x), e2m1x4(v.x >> 16u), e2m1x4(v.y), e2m1x4(v.y >> 16u), e2m1x4(v.z), e2m1x4(v.z >> 16u), e2m1x4(v.w), e2m1x4(v.w >> 16u));
+    let a = e2m1x8(v.x);
+    let c = e2m1x8(v.y);
+    let d = e2m1x8(v.z);
+    let e = e2m1x8(v.w);
+    return W32(a.a, a.b, c.a, c.b, d.a, d.b, e.a, e.b);
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {

@@ -5,12 +5,11 @@
 @group(0) @binding(4) var<storage, read> ws: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-// The four bytes as their values times 2^-8 (W_UNIT undoes it): magnitude bits under a bias of 2^-15, subnormal codes by min(f, 2f - 2^-14), all normal.
+// The four bytes as their values times 2^-8 (W_UNIT undoes it): each byte's magnitude bits placed as an f16's exponent and top mantissa bits (subnormal codes become f16 subnormals), bytes 0 and 2 in one word, 1 and 3 in another; f16 to f32 is exact.
 fn e4m3x4(word: u32) -> vec4<f32> {
-    let v = vec4<u32>(word);
-    let f = bitcast<vec4<f32>>((((v << vec4<u32>(20u, 12u, 4u, 0u)) >> vec4<u32>(0u, 0u, 0u, 4u)) & vec4<u32>(0x07f00000u)) | vec4<u32>(0x38000000u));
-    let sign = (v << vec4<u32>(24u, 16u, 8u, 0u)) & vec4<u32>(0x80000000u);
-    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(min(f, f * 2.0 - 0.00006103515625)) | sign);
+    let even = unpack2x16float(((word << 7u) & 0x3f803f80u) | ((word << 8u) & 0x80008000u));
+    let odd = unpack2x16float(((word >> 1u) & 0x3f803f80u) | (word & 0x80008000u));
+    return vec4<f32>(even.x, odd.x, even.y, odd.y);
 }
 
 const W_UNIT: f32 = 256.0;
