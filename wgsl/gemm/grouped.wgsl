@@ -4,7 +4,7 @@ const PART: u32 = 4091u;
 var<workgroup> part: array<f32, 4091>;
 var<workgroup> entry: array<u32, 5>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     ls_init(P.zero, CONTROL);
     if (lid == 0u) {
