@@ -158,7 +158,7 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
     }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
-    let key = |r: Option<u32>| PipelineKey::new(shader, &r.into_iter().flat_map(|r| [("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k)))]).chain([("CONTROL", f64::from(control))]).collect::<Vec<_>>());
+    let key = |r: Option<u32>| PipelineKey::new(shader, &r.into_iter().flat_map(|r| [("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k, r)))]).chain([("CONTROL", f64::from(control))]).collect::<Vec<_>>());
     let params = |gx: u32| [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, gx, u32::from(a.round)];
     let dispatch = |rec: &mut Recorder, r: Option<u32>, per: u32| {
         let groups = [(cols as u32).div_ceil(per), a.entries.len() as u32, 1];

@@ -138,10 +138,11 @@ pub fn gemv_rows(m: usize, n: usize, k: usize) -> u32 {
     fit.min(n / 256).clamp(1, 64) as u32
 }
 
-/// Threads per workgroup of the gemv core for depth `k`: a whole number of thread groups of K/32 (one thread a block), rounded up to whole warps of 32, at most 256.
-pub fn gemv_threads(k: usize) -> u32 {
+/// Threads per workgroup of the gemv core for depth `k` and `r` columns: a whole number of thread groups of K/32 (one thread a block), no more than the r x K/32 blocks there are, rounded up to whole warps of 32, at most 256.
+pub fn gemv_threads(k: usize, r: u32) -> u32 {
     let nb = (k / 32).max(1);
-    if nb >= 256 { 256 } else { ((256 / nb) * nb).next_multiple_of(32).min(256) as u32 }
+    let groups = (256 / nb).clamp(1, r.max(1) as usize);
+    (groups * nb).next_multiple_of(32).min(256) as u32
 }
 
 /// Records one GEMM with `variant` (`control` is 0 outside the contract).
@@ -155,7 +156,7 @@ pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u
             let r = gemv_rows(a.m, a.n, a.k);
             let wgs = n.div_ceil(r);
             let gx = wgs.min(32768);
-            (vec![("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k)))], [gx, wgs.div_ceil(gx), 1])
+            (vec![("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k, r)))], [gx, wgs.div_ceil(gx), 1])
         }
         GemmVariant::Tiled => (vec![], [n.div_ceil(64), m.div_ceil(64), 1]),
     };
