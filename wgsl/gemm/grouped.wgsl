@@ -2,29 +2,19 @@
 override R: u32 = 4u;
 const PART: u32 = 4091u;
 var<workgroup> part: array<f32, 4091>;
-var<workgroup> entry: array<u32, 5>;
+var<workgroup> entry: GroupRow;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     ls_init(P.zero, CONTROL);
-    if (lid == 0u) {
-        let g = group_entry(wid.y);
-        entry[0] = g.wbase;
-        entry[1] = g.first;
-        entry[2] = g.rows;
-        entry[3] = g.cbase;
-        entry[4] = g.cols;
-    }
-    let wbase = workgroupUniformLoad(&entry[0]);
-    let first = workgroupUniformLoad(&entry[1]);
-    let rows = workgroupUniformLoad(&entry[2]);
-    let cbase = workgroupUniformLoad(&entry[3]);
-    let cols = workgroupUniformLoad(&entry[4]);
+    // One thread reads the entry; one uniform load hands it to all.
+    if (lid == 0u) { entry = group_entry(wid.y); }
+    let g = workgroupUniformLoad(&entry);
     let n0 = wid.x * R;
-    if (n0 >= cols) { return; }
+    if (n0 >= g.cols) { return; }
     let mc = max(1u, PART / ((P.k >> 5u) * R));
-    for (var m0 = 0u; m0 < rows; m0 += mc) {
-        rows_block(first + m0, min(mc, rows - m0), wbase, n0, cols, cbase, lid);
+    for (var m0 = 0u; m0 < g.rows; m0 += mc) {
+        rows_block(g.first + m0, min(mc, g.rows - m0), g.wbase, n0, g.cols, g.cbase, lid);
         workgroupBarrier();
     }
 }
