@@ -76,13 +76,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     gather(row, lid);
     var n = workgroupUniformLoad(&n_keys);
     if (CONTROL == 1u) { n = max(n, 2u) - 1u; }
-    if (wid.x == 0u && lid == 0u) { nk[row] = n; }
+    if (wid.x == 0u && lid == 0u) { nk[count_at(row)] = n; }
     let k0 = wid.x * 32u;
     let k1 = min(k0 + 32u, n);
     let lk = key_slots();
     // The keys' rows are consecutive in g: eight elements a thread loaded before any is stored (past the end, the last again).
     let total = select(0u, (k1 - k0) * P.dim, k1 > k0);
-    let dst = (row * lk + k0) * P.dim;
+    let dst = (local_row(row) * lk + k0) * P.dim;
     for (var e0 = lid; e0 < total; e0 += 2048u) {
         let a0 = elem_at(k0, e0);
         let a1 = elem_at(k0, min(e0 + 256u, total - 1u));

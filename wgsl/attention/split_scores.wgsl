@@ -27,7 +27,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let hn = min(HEADS, P.heads - h0);
     let row = P.row0 + wid.z;
     let lk = key_slots();
-    if (lid == 0u) { n_keys = nk[row]; }
+    if (lid == 0u) { n_keys = nk[count_at(row)]; }
     let n = workgroupUniformLoad(&n_keys);
     let c0 = wid.y * CHUNK;
     if (c0 >= n) { return; }
@@ -43,7 +43,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let k = k0 + mk;
         if (mk < kpp && k < c1 && (P.dim & 31u) == 0u) {
             // Full blocks: the key block in eight vec4s, each head's q block likewise, products ascending.
-            let at = ((row * lk + k) * P.dim + mb * 32u) >> 2u;
+            let at = ((local_row(row) * lk + k) * P.dim + mb * 32u) >> 2u;
             let kv = array<vec4<f32>, 8>(g4[at], g4[at + 1u], g4[at + 2u], g4[at + 3u], g4[at + 4u], g4[at + 5u], g4[at + 6u], g4[at + 7u]);
             for (var hh = 0u; hh < hn; hh++) {
                 let qa = ((row * P.heads + h0 + hh) * P.dim + mb * 32u) >> 2u;
@@ -60,7 +60,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
         } else if (mk < kpp && k < c1) {
             var kb: array<f32, 32>;
-            let at = (row * lk + k) * P.dim + mb * 32u;
+            let at = (local_row(row) * lk + k) * P.dim + mb * 32u;
             for (var j = 0u; j < 32u; j++) {
                 if (j < blen) { kb[j] = g[at + j]; }
             }
@@ -84,7 +84,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                     seg = 0.0;
                 }
             }
-            s[(row * P.heads + h0 + rh) * lk + k0 + rk] = mul_rn(tot, P.scale);
+            s[(local_row(row) * P.heads + h0 + rh) * lk + k0 + rk] = mul_rn(tot, P.scale);
         }
         workgroupBarrier();
     }

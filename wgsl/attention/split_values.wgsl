@@ -50,13 +50,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let hn = min(HEADS, P.heads - h0);
     let row = P.row0 + wid.z;
     let lk = key_slots();
-    if (lid == 0u) { n_keys = nk[row]; }
+    if (lid == 0u) { n_keys = nk[count_at(row)]; }
     let n = workgroupUniformLoad(&n_keys);
     let nbk = (n + 31u) >> 5u;
     let d = lid % DIMS;
     let grp = lid / DIMS;
     let i = wid.y * DIMS + d;
-    let gbase = row * lk * P.dim;
+    let gbase = local_row(row) * lk * P.dim;
     let tiles = (n + TILE - 1u) / TILE;
     // Each tile of 256 keys: its weights for the 8 heads staged, then a thread per (dim, block of 32 keys from +0.0), the 8 heads' sums in two vec4s, a tile's kept in its own pair.
     var r0 = array<vec4<f32>, 2>(vec4<f32>(0.0), vec4<f32>(0.0));
@@ -68,7 +68,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         for (var e = lid; e < HEADS * TILE; e += 256u) {
             let hh = e / TILE;
             let k = k0 + e % TILE;
-            if (hh < hn && k < n) { wt[e] = s[(row * P.heads + h0 + hh) * lk + k]; }
+            if (hh < hn && k < n) { wt[e] = s[(local_row(row) * P.heads + h0 + hh) * lk + k]; }
         }
         workgroupBarrier();
         let b = t * 8u + grp;
@@ -100,12 +100,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
                     seg = 0.0;
                 }
             }
-            let sbase = (row * P.heads + h) * lk;
+            let sbase = (local_row(row) * P.heads + h) * lk;
             if (CONTROL == 2u) {
                 tot = 0.0;
                 for (var k = 0u; k < n; k++) { tot = tot + ls_mul_term(s[sbase + k], g[gbase + k * P.dim + i]); }
             }
-            let den = bitcast<f32>(nk[P.m + row * P.heads + h]);
+            let den = bitcast<f32>(nk[count_at(row) + 1u + h]);
             if (!(CONTROL == 4u && row == 0u && h == 0u && i == 0u)) { o[(row * P.heads + h) * P.dim + i] = round_bf16(ls_div(tot, den)); }
         }
         workgroupBarrier();

@@ -1,4 +1,4 @@
-// Stage 3 of split attention, a workgroup per (head, row): the max, weights and denominator as attention.wgsl forms them; the weights replace the scores in s, the denominator goes to nk [m + row * heads + head] as f32 bits.
+// Stage 3 of split attention, a workgroup per (head, row): the max, weights and denominator as attention.wgsl forms them; the weights replace the scores in s, the denominator goes to nk after the row's key count (count_at) as f32 bits.
 @group(0) @binding(1) var<storage, read_write> s: array<f32>;
 @group(0) @binding(2) var<storage, read_write> nk: array<u32>;
 @group(0) @binding(3) var<storage, read> sink: array<f32>;
@@ -13,9 +13,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let h = wid.x;
     let row = P.row0 + wid.y;
     let lk = key_slots();
-    if (lid == 0u) { n_keys = nk[row]; }
+    if (lid == 0u) { n_keys = nk[count_at(row)]; }
     let n = workgroupUniformLoad(&n_keys);
-    let sbase = (row * P.heads + h) * lk;
+    let sbase = (local_row(row) * P.heads + h) * lk;
     for (var k = lid; k < n; k += 256u) { w[k] = s[sbase + k]; }
     // Max from -1e30, order-free.
     var mx = -1e30;
@@ -53,6 +53,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             }
         }
         let den = select(tot + ls_exp(ls_sub(sink[h], m)), tot, CONTROL == 5u);
-        nk[P.m + row * P.heads + h] = bitcast<u32>(den);
+        nk[count_at(row) + 1u + h] = bitcast<u32>(den);
     }
 }

@@ -6,9 +6,6 @@ use crate::kernels::attention::{self, split, AttnDims};
 use crate::kernels::{compressor, engram, hc, indexer, moe, qat as qat_op, rope as rope_op};
 use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
 
-/// Query rows up to which attention is split over keys (decode and draft verification); more rows fill the device a workgroup per (row, head).
-const SPLIT_ROWS: usize = 8;
-
 /// mHC mixes of each row.
 pub(super) fn hc_mixes(ex: &mut GpuExecutor, h: &GpuTensor, site: &HcSite, p: &HcParams) -> Result<GpuTensor, ExecError> {
     ex.need("hc_mixes", "hc_mixes")?;
@@ -154,14 +151,14 @@ pub(super) fn sparse_attention(ex: &mut GpuExecutor, q: &GpuTensor, a: &AttnInpu
     };
     let o = ex.out(q.rows, q.cols)?;
     let d = AttnDims { rows: q.rows, heads, dim: hd, start: a.start, window: a.window, topk, scale: a.scale, block: if a.block { a.kv.rows } else { 0 } };
-    if ex.gpu.native_msl() || q.rows > SPLIT_ROWS {
-        let lang = if ex.gpu.native_msl() { Lang::Msl } else { Lang::Wgsl };
-        attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, lang, 0)?;
+    if ex.gpu.native_msl() {
+        attention::record_sparse_attention(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, Lang::Msl, 0)?;
         return Ok(o);
     }
-    let [kb, cb, sb] = split::scratch_bytes(&d);
+    let rows = split::chunk_rows(&d);
+    let [kb, cb, sb] = split::scratch_bytes(&d, rows);
     let (keys, counts, scores) = (ex.scratch(kb)?, ex.scratch(cb)?, ex.scratch(sb)?);
-    let scratch = split::SplitScratch { keys: &keys, counts: &counts, scores: &scores };
+    let scratch = split::SplitScratch { keys: &keys, counts: &counts, scores: &scores, rows };
     split::record_split(&mut ex.rec, &q.buf, &a.kv.buf, &a.ring.buf, comp, sel, &sink, &o.buf, &d, &scratch, 0)?;
     Ok(o)
 }

@@ -189,9 +189,11 @@ impl Kernel for SparseAttentionKernel {
         let d = AttnDims { rows: case.rows, heads: sh.heads, dim: sh.dim, start, window: sh.window, topk: sh.topk, scale: scale_of(sh), block: sh.block };
         let mut rec = Recorder::new(gpu);
         if variant.name == "split" {
-            let [kb, cb, sb] = split::scratch_bytes(&d).map(|b| poisoned(gpu, (b / 4) as usize));
+            // Chunks of about half the rows, so a case of several rows runs two chunks over one scratch.
+            let chunk = case.rows.div_ceil(2).max(1);
+            let [kb, cb, sb] = split::scratch_bytes(&d, chunk).map(|b| poisoned(gpu, (b / 4) as usize));
             let (keys, counts, scores) = (kb?, cb?, sb?);
-            let scratch = split::SplitScratch { keys: &keys, counts: &counts, scores: &scores };
+            let scratch = split::SplitScratch { keys: &keys, counts: &counts, scores: &scores, rows: chunk };
             split::record_split(&mut rec, &q, &kv, &ring, &comp, &sel, &sink, &o, &d, &scratch, control)?;
             rec.submit()?;
             return read_outputs(gpu, &[(&o, words_out)]);

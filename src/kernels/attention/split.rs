@@ -26,33 +26,43 @@ pub fn key_slots(d: &AttnDims) -> usize {
     d.window + d.topk.max(d.block)
 }
 
-/// The scratch the split path needs, in bytes: gathered keys [rows, slots, dim], key counts [rows] then denominators [rows, heads], scores [rows, heads, slots].
-pub fn scratch_bytes(d: &AttnDims) -> [u64; 3] {
-    let slots = key_slots(d) as u64;
-    [4 * d.rows as u64 * slots * d.dim as u64, 4 * d.rows as u64 * (1 + d.heads as u64), 4 * d.rows as u64 * d.heads as u64 * slots]
+/// Gathered keys a chunk of rows may hold, in bytes: prefill runs its rows in chunks of this much scratch.
+const CHUNK_KEY_BYTES: u64 = 64 << 20;
+
+/// Rows per dispatch chunk: all of a call's rows where their gathered keys fit `CHUNK_KEY_BYTES`, else as many as fit (at least one).
+pub fn chunk_rows(d: &AttnDims) -> usize {
+    let per_row = 4 * (key_slots(d) * d.dim).max(1) as u64;
+    (CHUNK_KEY_BYTES / per_row).clamp(1, 65535).min(d.rows.max(1) as u64) as usize
 }
 
-/// Scratch buffers of at least `scratch_bytes`, written before they are read.
+/// The scratch the split path needs for chunks of `rows` rows, in bytes: gathered keys [rows, slots, dim], per row its key count then its heads' denominators [rows, 1 + heads], scores [rows, heads, slots].
+pub fn scratch_bytes(d: &AttnDims, rows: usize) -> [u64; 3] {
+    let (rows, slots) = (rows as u64, key_slots(d) as u64);
+    [4 * rows * slots * d.dim as u64, 4 * rows * (1 + d.heads as u64), 4 * rows * d.heads as u64 * slots]
+}
+
+/// Scratch buffers of at least `scratch_bytes(d, rows)`, written before they are read; the call runs in chunks of `rows` rows.
 pub struct SplitScratch<'a> {
     pub keys: &'a Buf,
     pub counts: &'a Buf,
     pub scores: &'a Buf,
+    pub rows: usize,
 }
 
 /// Records sparse attention split over keys: the operands of `record_sparse_attention`, plus scratch.
 #[allow(clippy::too_many_arguments)]
 pub fn record_split(rec: &mut Recorder, q: &Buf, kv: &Buf, ring: &Buf, comp: &Buf, sel: &Buf, sink: &Buf, o: &Buf, d: &AttnDims, scratch: &SplitScratch<'_>, control: u32) -> Result<(), GpuError> {
-    let need = scratch_bytes(d);
+    let need = scratch_bytes(d, scratch.rows);
     let have = [scratch.keys.bytes, scratch.counts.bytes, scratch.scores.bytes];
     let ok = d.window > 0 && key_slots(d) <= MAX_KEYS && (d.block == 0 || d.topk == 0) && d.dim > 0 && d.dim <= 8192 && d.heads > 0 && d.heads <= 65535 && d.start + d.rows < (1 << 30);
-    if !ok || need.iter().zip(have).any(|(&n, h)| h < n) {
-        let message = format!("{d:?}: needs 0 < window, window + topk (or block) <= {MAX_KEYS}, no selection with a block, 0 < dim <= 8192, 0 < heads <= 65535, scratch of {need:?} bytes (have {have:?})");
+    if !ok || !(1..=65535).contains(&scratch.rows) || need.iter().zip(have).any(|(&n, h)| h < n) {
+        let message = format!("{d:?}: needs 0 < window, window + topk (or block) <= {MAX_KEYS}, no selection with a block, 0 < dim <= 8192, 0 < heads <= 65535, chunks of 1 to 65535 rows (have {}), scratch of {need:?} bytes (have {have:?})", scratch.rows);
         return Err(GpuError::Shader { kernel: "sparse_attention/split".into(), message });
     }
     let keys = |i: usize| PipelineKey::new(SPLIT[i], &[("CONTROL", f64::from(control))]);
     let slots = key_slots(d) as u32;
-    for row0 in (0..d.rows).step_by(65535) {
-        let n = (d.rows - row0).min(65535) as u32;
+    for row0 in (0..d.rows).step_by(scratch.rows) {
+        let n = (d.rows - row0).min(scratch.rows) as u32;
         let params = [row0 as u32, d.rows as u32, d.heads as u32, d.dim as u32, d.start as u32, d.window as u32, d.topk as u32, d.scale.to_bits(), d.block as u32];
         let gather = [Arg::Whole(kv), Arg::Whole(ring), Arg::Whole(comp), Arg::Whole(sel), Arg::Whole(scratch.keys), Arg::Whole(scratch.counts)];
         rec.dispatch(&keys(0), &params, &gather, [slots.div_ceil(32), n, 1])?;
