@@ -143,13 +143,9 @@ fn main() -> Result<()> {
             if let Some(h) = &summary.hash {
                 println!("HASH {h}");
                 if summary.ok() && only_all {
-                    let record = lockstep::cli::serve::contract_record(&lockstep::cli::serve::device_key(gpu.as_ref()));
-                    if let Some(dir) = record.parent() {
-                        let _ = std::fs::create_dir_all(dir);
-                    }
-                    match std::fs::write(&record, format!("{h}\n")) {
-                        Ok(()) => println!("recorded for `lockstep serve` in {}", record.display()),
-                        Err(e) => eprintln!("warning: could not record the hash in {}: {e}", record.display()),
+                    match lockstep::cli::serve::record_contract_hash(gpu.as_ref(), h) {
+                        Ok(record) => println!("recorded for `lockstep serve` in {}", record.display()),
+                        Err(e) => eprintln!("warning: could not record the hash: {e}"),
                     }
                 }
             }

@@ -1,4 +1,4 @@
-//! The kernel contract end to end on the default adapter (lavapipe in CI) and on the CPU oracle.
+//! The kernel contract end to end on the default adapter (lavapipe in CI) and on the CPU oracle; the device's hash is recorded for `lockstep serve`.
 use lockstep::contract::{fusion_inputs, probe_fusion, run_contract, ContractOptions};
 use lockstep::gpu::{DeviceChoice, Gpu};
 
@@ -31,5 +31,7 @@ fn every_kernel_passes_all_gates_with_every_control_red_and_hashes_like_the_cpu_
     let cpu = run_contract(None, &kernels, &opts).expect("contract runs on the CPU oracle");
     assert!(cpu.ok(), "{cpu}");
     assert_eq!(device.hash, cpu.hash, "device and CPU oracle outputs differ");
-    assert!(device.hash.is_some());
+    let hash = device.hash.expect("a hash");
+    let record = lockstep::cli::serve::record_contract_hash(Some(&g), &hash).expect("the hash recorded for `lockstep serve`");
+    eprintln!("HASH {hash} on {}, recorded in {}", g.describe(), record.display());
 }

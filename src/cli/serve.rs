@@ -210,6 +210,16 @@ pub fn contract_record(device_key: &str) -> PathBuf {
     root.join("contract").join(format!("{hex}.hash"))
 }
 
+/// Records a device's contract hash where `lockstep serve` reads it; returns the file.
+pub fn record_contract_hash(gpu: Option<&Gpu>, hash: &str) -> std::io::Result<PathBuf> {
+    let record = contract_record(&device_key(gpu));
+    if let Some(dir) = record.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&record, format!("{hash}\n"))?;
+    Ok(record)
+}
+
 /// The key of a device's contract record: its name and driver, or `cpu`.
 pub fn device_key(gpu: Option<&Gpu>) -> String {
     gpu.map_or_else(|| "cpu".to_string(), |g| format!("{} | {} | {}", g.info.name, g.info.driver, g.info.driver_info))

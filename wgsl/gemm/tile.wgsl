@@ -32,6 +32,8 @@ fn tile(g: Entry, m0: u32, n0: u32, tid: u32) {
     var t3 = zero4;
     let mi = m0 + ty * 4u;
     let nj = n0 + tx * 4u;
+    // Threads whose four rows or four columns all lie past the entry skip the products and scales.
+    let live = mi < g.end && nj < g.cols;
     for (var si = 0u; si < nseg; si++) {
         let s = select(si, nseg - 1u - si, CONTROL == 2u);
         var s0 = zero4;
@@ -72,19 +74,23 @@ fn tile(g: Entry, m0: u32, n0: u32, tid: u32) {
             var b1 = zero4;
             var b2 = zero4;
             var b3 = zero4;
-            for (var kk = 0u; kk < 32u; kk++) {
-                let a = As[kk * 16u + ty];
-                let cw = Bs[kk * 16u + tx];
-                b0 = b0 + term4(a.x * cw);
-                b1 = b1 + term4(a.y * cw);
-                b2 = b2 + term4(a.z * cw);
-                b3 = b3 + term4(a.w * cw);
+            if (live) {
+                for (var kk = 0u; kk < 32u; kk++) {
+                    let a = As[kk * 16u + ty];
+                    let cw = Bs[kk * 16u + tx];
+                    b0 = b0 + term4(a.x * cw);
+                    b1 = b1 + term4(a.y * cw);
+                    b2 = b2 + term4(a.z * cw);
+                    b3 = b3 + term4(a.w * cw);
+                }
             }
             workgroupBarrier();
-            s0 = s0 + (b0 * W_UNIT) * scale4(g, mi, nj, b);
-            s1 = s1 + (b1 * W_UNIT) * scale4(g, mi + 1u, nj, b);
-            s2 = s2 + (b2 * W_UNIT) * scale4(g, mi + 2u, nj, b);
-            s3 = s3 + (b3 * W_UNIT) * scale4(g, mi + 3u, nj, b);
+            if (live) {
+                s0 = s0 + (b0 * W_UNIT) * scale4(g, mi, nj, b);
+                s1 = s1 + (b1 * W_UNIT) * scale4(g, mi + 1u, nj, b);
+                s2 = s2 + (b2 * W_UNIT) * scale4(g, mi + 2u, nj, b);
+                s3 = s3 + (b3 * W_UNIT) * scale4(g, mi + 3u, nj, b);
+            }
         }
         t0 = t0 + s0;
         t1 = t1 + s1;

@@ -29,6 +29,8 @@ fn tile_small(g: Entry, m0: u32, n0: u32, tid: u32) {
     var t3 = zero2;
     let mi = m0 + ty * 4u;
     let nj = n0 + tx * 2u;
+    // Threads whose four rows or two columns all lie past the entry skip the products and scales.
+    let live = mi < g.end && nj < g.cols;
     let bn = n0 + (tid >> 1u);
     let am = m0 + (tid >> 1u);
     for (var si = 0u; si < nseg; si++) {
@@ -73,18 +75,22 @@ fn tile_small(g: Entry, m0: u32, n0: u32, tid: u32) {
                     As[(k0 + 7u) * 4u + at][ar] = av.b.w;
                 }
                 workgroupBarrier();
-                for (var kk = 0u; kk < 16u; kk++) {
-                    let a = As[kk * 4u + ty];
-                    let c = Bs[kk * 64u + tx];
-                    b01 = b01 + term4(vec4<f32>(a.x * c.x, a.x * c.y, a.y * c.x, a.y * c.y));
-                    b23 = b23 + term4(vec4<f32>(a.z * c.x, a.z * c.y, a.w * c.x, a.w * c.y));
+                if (live) {
+                    for (var kk = 0u; kk < 16u; kk++) {
+                        let a = As[kk * 4u + ty];
+                        let c = Bs[kk * 64u + tx];
+                        b01 = b01 + term4(vec4<f32>(a.x * c.x, a.x * c.y, a.y * c.x, a.y * c.y));
+                        b23 = b23 + term4(vec4<f32>(a.z * c.x, a.z * c.y, a.w * c.x, a.w * c.y));
+                    }
                 }
                 workgroupBarrier();
             }
-            s0 = s0 + (vec2<f32>(b01.x, b01.y) * W_UNIT) * scale2(g, mi, nj, b);
-            s1 = s1 + (vec2<f32>(b01.z, b01.w) * W_UNIT) * scale2(g, mi + 1u, nj, b);
-            s2 = s2 + (vec2<f32>(b23.x, b23.y) * W_UNIT) * scale2(g, mi + 2u, nj, b);
-            s3 = s3 + (vec2<f32>(b23.z, b23.w) * W_UNIT) * scale2(g, mi + 3u, nj, b);
+            if (live) {
+                s0 = s0 + (vec2<f32>(b01.x, b01.y) * W_UNIT) * scale2(g, mi, nj, b);
+                s1 = s1 + (vec2<f32>(b01.z, b01.w) * W_UNIT) * scale2(g, mi + 1u, nj, b);
+                s2 = s2 + (vec2<f32>(b23.x, b23.y) * W_UNIT) * scale2(g, mi + 2u, nj, b);
+                s3 = s3 + (vec2<f32>(b23.z, b23.w) * W_UNIT) * scale2(g, mi + 3u, nj, b);
+            }
         }
         t0 = t0 + s0;
         t1 = t1 + s1;
