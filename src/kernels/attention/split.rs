@@ -31,8 +31,7 @@ const CHUNK_KEY_BYTES: u64 = 64 << 20;
 
 /// Rows per dispatch chunk: all of a call's rows where their gathered keys fit `CHUNK_KEY_BYTES`, else as many as fit (at least one).
 pub fn chunk_rows(d: &AttnDims) -> usize {
-    let per_row = 4 * (key_slots(d) * d.dim).max(1) as u64;
-    (CHUNK_KEY_BYTES / per_row).clamp(1, 65535).min(d.rows.max(1) as u64) as usize
+    (CHUNK_KEY_BYTES / scratch_bytes(d, 1)[0].max(1)).clamp(1, 65535).min(d.rows.max(1) as u64) as usize
 }
 
 /// The scratch the split path needs for chunks of `rows` rows, in bytes: gathered keys [rows, slots, dim], per row its key count then its heads' denominators [rows, 1 + heads], scores [rows, heads, slots].
