@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Decode receipts on a GPU machine from carried binaries (.cache/devab/ab.tar.xz: target/ab/SIDE/lockstep): flash-scaled checkpoints of each LAYERS count in turn, bench forward of each side on each (dispatches, waits and host work per step beside device time), then the last side's profile at PROFILE_PREFILL tokens (with TRACE, its decode step dispatch by dispatch) and decode at each CONTEXT length, with KERNELS each side's `bench kernels` first, with CONTRACT its full-shape contract of CONTRACT_ONLY, with HASH the contract hash.
+# Decode receipts on a GPU machine from carried binaries (.cache/devab/ab.tar.xz: target/ab/SIDE/lockstep): flash-scaled checkpoints of each LAYERS count in turn, bench forward of each side on each (dispatches, waits and host work per step beside device time), then the last side's profile at PROFILE_PREFILL tokens (with TRACE, its decode step dispatch by dispatch) and decode at each CONTEXT length (by each of CONTEXT_SIDES, default the last side), with KERNELS each side's `bench kernels` first, with CONTRACT its full-shape contract of CONTRACT_ONLY, with HASH the contract hash.
 set -u
 source scripts/device_env.sh
 mkdir -p target && tar -C target -xJf .cache/devab/ab.tar.xz
@@ -18,9 +18,9 @@ for layers in ${LAYERS_LIST:-3}; do
   if [ -n "${PROFILE:-}" ]; then
     timeout "${BENCH_S:-150}" target/ab/$last/lockstep bench forward --model "$dir" --reps 3 --prefill "${PROFILE_PREFILL:-512}" --rows 4 --profile ${TRACE:+--trace} 2>&1 | grep -v XDG > "$OUT/profile_${last}_L$layers.txt"
   fi
-  if [ -n "${CONTEXT:-}" ]; then
-    timeout "${CONTEXT_S:-300}" target/ab/$last/lockstep bench forward --model "$dir" --reps 3 --prefill 512 --context "$CONTEXT" 2>&1 | grep -v XDG > "$OUT/context_${last}_L$layers.txt"
-  fi
+  for side in ${CONTEXT:+${CONTEXT_SIDES:-$last}}; do
+    timeout "${CONTEXT_S:-300}" target/ab/$side/lockstep bench forward --model "$dir" --reps 3 --prefill 512 --context "$CONTEXT" 2>&1 | grep -v XDG > "$OUT/context_${side}_L$layers.txt"
+  done
 done
 if [ -n "${CONTRACT:-}" ]; then
   timeout "${CONTRACT_S:-200}" target/ab/$last/lockstep contract --only "${CONTRACT_ONLY:-gemm}" --seed 42 2>&1 | grep -E "^(ok|FAIL|n/a|SUMMARY)" | tee "$OUT/contract_${CONTRACT_ONLY:-gemm}_$last.txt"

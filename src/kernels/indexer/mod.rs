@@ -31,6 +31,17 @@ fn too_big(kernel: &str, message: String) -> GpuError {
     GpuError::Shader { kernel: format!("{kernel}/ref"), message }
 }
 
+/// Key values the scores kernel stages in workgroup memory per workgroup.
+const SCORES_KEY_WORDS: usize = 2048;
+/// Keys a scores thread takes at most (the shader's `IS_PER`).
+const SCORES_PER: usize = 4;
+
+/// (lanes, keys per lane) of a scores workgroup: lanes of `heads` threads, as many as 256 threads and the staged keys allow, each taking up to `SCORES_PER` keys.
+fn scores_layout(heads: usize, dim: usize) -> (usize, usize) {
+    let lanes = (256 / heads).min(SCORES_KEY_WORDS / dim).max(1);
+    (lanes, SCORES_PER.min(SCORES_KEY_WORDS / (lanes * dim)).min(256 / lanes).max(1))
+}
+
 /// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact; or rows packed as `packed` says), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
 #[allow(clippy::too_many_arguments)]
 pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, visible: &Buf, scores: &Buf, s: usize, t: usize, heads: usize, dim: usize, packed: Option<Packing>, control: u32) -> Result<(), GpuError> {
@@ -40,14 +51,18 @@ pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, vis
     if packed.is_some_and(|p| p.kind != Qat::Fp4Index || p.cols != dim) {
         return Err(too_big("index_scores", format!("keys packed as {packed:?} for {dim} values a key (e2m1 with e8m0 scales only)")));
     }
-    let per = 256 / heads;
-    if t.div_ceil(per) > 65535 || s > 65535 {
+    if dim == 0 || dim > SCORES_KEY_WORDS {
+        return Err(too_big("index_scores", format!("{dim} values a key (1..={SCORES_KEY_WORDS})")));
+    }
+    let (lanes, per) = scores_layout(heads, dim);
+    let chunk = lanes * per;
+    if t.div_ceil(chunk) > 65535 || s > 65535 {
         return Err(too_big("index_scores", format!("{s} rows x {t} keys exceed one dispatch")));
     }
-    let params = [s as u32, t as u32, heads as u32, dim as u32];
+    let params = [s as u32, t as u32, heads as u32, dim as u32, lanes as u32, per as u32];
     let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores)];
     let (shader, flag) = if packed.is_some() { (INDEX_SCORES_PACKED, 1.0) } else { (INDEX_SCORES, 0.0) };
-    rec.dispatch(&key(shader, control, &[("PACKED", flag)]), &params, &args, [t.div_ceil(per).max(1) as u32, s as u32, 1])
+    rec.dispatch(&key(shader, control, &[("PACKED", flag)]), &params, &args, [t.div_ceil(chunk).max(1) as u32, s as u32, 1])
 }
 
 /// Records level-one candidate blocks: scores [m, n] f32, visible [m] u32 -> mask [m, n] f32 (1.0 kept, 0.0 not).
