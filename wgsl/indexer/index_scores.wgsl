@@ -10,6 +10,8 @@ struct Params { zero: u32, s: u32, t: u32, heads: u32, dim: u32, lanes: u32, per
 @group(0) @binding(3) var<storage, read> keys: array<u32>;
 @group(0) @binding(4) var<storage, read> visible: array<u32>;
 @group(0) @binding(5) var<storage, read_write> scores: array<f32>;
+// q again, four elements a load (used where head dims are multiples of 4).
+@group(0) @binding(6) var<storage, read> q4: array<vec4<f32>>;
 
 // The chunk's key values [lanes * per, dim] and head terms [lanes * per, heads].
 var<workgroup> is_keys: array<f32, 2048>;
@@ -58,7 +60,18 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             let lo = b * 32u;
             let len = min(32u, P.dim - lo);
             var qv: array<f32, 32>;
-            for (var i = 0u; i < 32u; i++) { qv[i] = q[qo + lo + min(i, len - 1u)]; }
+            if ((P.dim & 3u) == 0u && len == 32u) {
+                let a = (qo + lo) >> 2u;
+                for (var v = 0u; v < 8u; v++) {
+                    let t = q4[a + v];
+                    qv[4u * v] = t.x;
+                    qv[4u * v + 1u] = t.y;
+                    qv[4u * v + 2u] = t.z;
+                    qv[4u * v + 3u] = t.w;
+                }
+            } else {
+                for (var i = 0u; i < 32u; i++) { qv[i] = q[qo + lo + min(i, len - 1u)]; }
+            }
             for (var j = 0u; j < IS_PER; j++) {
                 let kl = lane + j * P.lanes;
                 if (j < P.per && t0 + kl < seen) {

@@ -200,7 +200,7 @@ impl Kernel for IndexScoresKernel {
         ] }
     }
     fn footprint(&self, _variant: &Variant) -> Footprint {
-        Footprint { workgroup_size: 256, workgroup_bytes: 12288, bindings: 5 }
+        Footprint { workgroup_size: 256, workgroup_bytes: 12288, bindings: 6 }
     }
 }
 

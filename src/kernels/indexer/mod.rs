@@ -36,10 +36,14 @@ const SCORES_KEY_WORDS: usize = 2048;
 /// Keys a scores thread takes at most (the shader's `IS_PER`).
 const SCORES_PER: usize = 4;
 
-/// (lanes, keys per lane) of a scores workgroup: lanes of `heads` threads, as many as 256 threads and the staged keys allow, each taking up to `SCORES_PER` keys.
-fn scores_layout(heads: usize, dim: usize) -> (usize, usize) {
+/// Workgroups below which a scores dispatch gives each thread one key, so few rows over few keys still fill the device.
+const SCORES_SPREAD: usize = 128;
+
+/// (lanes, keys per lane) of a scores workgroup over `s` rows and `t` keys: lanes of `heads` threads, as many as 256 threads and the staged keys allow, each taking up to `SCORES_PER` keys (one when that leaves fewer than `SCORES_SPREAD` workgroups).
+fn scores_layout(heads: usize, dim: usize, s: usize, t: usize) -> (usize, usize) {
     let lanes = (256 / heads).min(SCORES_KEY_WORDS / dim).max(1);
-    (lanes, SCORES_PER.min(SCORES_KEY_WORDS / (lanes * dim)).min(256 / lanes).max(1))
+    let per = SCORES_PER.min(SCORES_KEY_WORDS / (lanes * dim)).min(256 / lanes).max(1);
+    (lanes, if s * t.div_ceil(lanes * per) < SCORES_SPREAD { 1 } else { per })
 }
 
 /// Records indexer scores: q [s, heads*dim], w [s, heads], keys [t, dim] (f32 holding bf16 values, so products are exact; or rows packed as `packed` says), visible [s] u32 -> scores [s, t] f32 (-inf from visible on).
@@ -54,13 +58,13 @@ pub fn record_index_scores(rec: &mut Recorder, q: &Buf, w: &Buf, keys: &Buf, vis
     if dim == 0 || dim > SCORES_KEY_WORDS {
         return Err(too_big("index_scores", format!("{dim} values a key (1..={SCORES_KEY_WORDS})")));
     }
-    let (lanes, per) = scores_layout(heads, dim);
+    let (lanes, per) = scores_layout(heads, dim, s, t);
     let chunk = lanes * per;
     if t.div_ceil(chunk) > 65535 || s > 65535 {
         return Err(too_big("index_scores", format!("{s} rows x {t} keys exceed one dispatch")));
     }
     let params = [s as u32, t as u32, heads as u32, dim as u32, lanes as u32, per as u32];
-    let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores)];
+    let args = [Arg::Whole(q), Arg::Whole(w), Arg::Whole(keys), Arg::Whole(visible), Arg::Whole(scores), Arg::Whole(q)];
     let (shader, flag) = if packed.is_some() { (INDEX_SCORES_PACKED, 1.0) } else { (INDEX_SCORES, 0.0) };
     rec.dispatch(&key(shader, control, &[("PACKED", flag)]), &params, &args, [t.div_ceil(chunk).max(1) as u32, s as u32, 1])
 }
