@@ -123,6 +123,15 @@ impl Gpu {
         self.emu.is_some()
     }
 
+    /// Workgroups a dispatch aims to spread its work over: hundreds on a GPU, a few large ones on a CPU adapter (lavapipe), where each workgroup costs a fixed time of its own.
+    pub fn spread(&self) -> usize {
+        if self.info.device_type == wgpu::DeviceType::Cpu {
+            8
+        } else {
+            256
+        }
+    }
+
     /// Short description: backend and adapter name.
     pub fn describe(&self) -> String {
         if self.emu.is_some() {

@@ -53,6 +53,11 @@ impl<'g> Recorder<'g> {
         Recorder { gpu, dispatches: Vec::new(), words: Vec::new() }
     }
 
+    /// The device this records for.
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+
     /// Adds one dispatch: `params` follow the runtime zero in the uniform at binding 0, `args` bind from 1.
     pub fn dispatch(&mut self, key: &PipelineKey, params: &[u32], args: &[Arg], groups: [u32; 3]) -> Result<(), GpuError> {
         let t0 = Instant::now();

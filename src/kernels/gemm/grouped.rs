@@ -170,9 +170,9 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
         (_, GroupedTile::Tiled) => dispatch(rec, None, 64),
         (_, GroupedTile::Small) => dispatch(rec, None, 128),
         (_, GroupedTile::Blocks) => {
-            // At least 256 workgroups over the entries, pick entries counting as one (in each part most of them write nothing).
+            // At least the device's spread of workgroups over the entries, pick entries counting as one (in each part most of them write nothing).
             let live = if a.entries.iter().any(|e| e.pick.is_some()) { 1 } else { a.entries.len() };
-            let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols * live / 256).clamp(1, 64) as u32;
+            let r = (PART / (rows.max(1) * (a.k / 32).max(1))).min(cols * live / rec.gpu().spread()).clamp(1, 64) as u32;
             dispatch(rec, Some(r), r)
         }
     }

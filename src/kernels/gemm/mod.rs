@@ -132,10 +132,11 @@ pub struct GemmArgs<'a> {
     pub round: bool,
 }
 
-/// Rows per workgroup of the gemv variant: within its 4096-word workgroup memory, leaving at least 256 workgroups.
-pub fn gemv_rows(m: usize, n: usize, k: usize) -> u32 {
+/// Rows per workgroup of the gemv variant: within its 4096-word workgroup memory, leaving at least `spread` workgroups (`Gpu::spread`), at most 64 (256 where the device wants few workgroups).
+pub fn gemv_rows(m: usize, n: usize, k: usize, spread: usize) -> u32 {
     let fit = 4096 / (m.max(1) * (k / 32).max(1));
-    fit.min(n / 256).clamp(1, 64) as u32
+    let most = if spread < 256 { 256 } else { 64 };
+    fit.min(n / spread.max(1)).clamp(1, most) as u32
 }
 
 /// Threads per workgroup of the gemv core for depth `k` and `r` columns: a whole number of thread groups of K/32 (one thread a block), no more than the r x K/32 blocks there are, rounded up to whole warps of 32, at most 256.
@@ -153,7 +154,7 @@ pub fn record(rec: &mut Recorder, a: &GemmArgs, variant: GemmVariant, control: u
     let (constants, groups): (Vec<(&'static str, f64)>, [u32; 3]) = match variant {
         GemmVariant::Ref => (vec![], [n.div_ceil(64), m, 1]),
         GemmVariant::Gemv => {
-            let r = gemv_rows(a.m, a.n, a.k);
+            let r = gemv_rows(a.m, a.n, a.k, rec.gpu().spread());
             let wgs = n.div_ceil(r);
             let gx = wgs.min(32768);
             (vec![("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k, r)))], [gx, wgs.div_ceil(gx), 1])
