@@ -93,8 +93,8 @@ pub struct GpuExecutor<'g, 'c> {
     pool: Pool,
     /// Command buffers submitted without waiting, whose device times are read at the next wait.
     in_flight: Vec<Submitted<'g>>,
-    /// The last act_quant: its input, dims and (values, scales); linears of one activation share it until a state tensor is written in place.
-    pub(crate) quant: Option<(Buf, (usize, usize), Buf, Buf)>,
+    /// The last `QUANT_KEPT` act_quants, newest last: input, dims and (values, scales); linears of one activation share them until a state tensor is written in place.
+    pub(crate) quant: Vec<(Buf, (usize, usize), Buf, Buf)>,
     /// Buffers of 1.0f32 by length, kept for the executor's life (row weights and act scales of 1).
     ones: HashMap<usize, Buf>,
     /// Small index lists that depend only on shapes, uploaded once (routing rows and picks, pick tables).
@@ -115,7 +115,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
     pub fn new(gpu: &'g Gpu, ckpt: &'c Checkpoint) -> GpuExecutor<'g, 'c> {
         let wgsl = |k: &&dyn crate::contract::Kernel| k.variants().first().is_some_and(|v| v.lang() == crate::gpu::Lang::Wgsl);
         let registered = crate::kernels::registry().into_iter().filter(wgsl).map(|k| k.name()).collect();
-        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, trace: Vec::new(), pool: Pool::new(cfg!(debug_assertions)), quant: None, in_flight: Vec::new(), ones: HashMap::new(), consts: HashMap::new() }
+        GpuExecutor { gpu, ckpt, rec: Recorder::new(gpu), registered, weights: HashMap::new(), limit: gpu.max_binding(), submits: 0, waits: 0, dispatches: 0, device_seconds: 0.0, profile: None, trace: Vec::new(), pool: Pool::new(cfg!(debug_assertions)), quant: Vec::new(), in_flight: Vec::new(), ones: HashMap::new(), consts: HashMap::new() }
     }
 
     /// The same executor running only the registered kernels also named in `allowed`.
@@ -399,6 +399,7 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn linear_block(&mut self, x: &GpuTensor, module: &str, rows: (usize, usize), quantize: bool, y: &mut GpuTensor, col: usize) -> Result<(), ExecError> {
+        self.quant.retain(|(xb, ..)| xb.buffer != y.buf.buffer);
         go::linear_block(self, x, module, rows, quantize, y, col)
     }
 
@@ -455,12 +456,12 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn compress_pool(&mut self, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
-        self.quant = None;
+        self.quant.clear();
         gm::compress_pool(self, k, g, partial, pending, ratio)
     }
 
     fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
-        self.quant = None;
+        self.quant.clear();
         gr::append_rows(self, cache, rows)
     }
 
@@ -490,7 +491,7 @@ impl Executor for GpuExecutor<'_, '_> {
     }
 
     fn ring_write(&mut self, ring: &mut GpuTensor, rows: &GpuTensor, start: usize) -> Result<(), ExecError> {
-        self.quant = None;
+        self.quant.clear();
         gr::ring_write(self, ring, rows, start)
     }
 

@@ -138,19 +138,23 @@ fn record_gemm(ex: &mut GpuExecutor, w: &GemmWeight, x: (&Buf, Option<&Buf>), m:
     Ok(())
 }
 
-/// Records act_quant of x: (e4m3 values, scales).
+/// act_quants kept for reuse: an attention layer quantizes its normed input for wq_a, then q for wq_b, then the normed input again for wkv.
+const QUANT_KEPT: usize = 2;
+
+/// Records act_quant of x: (e4m3 values, scales), or returns a kept one of the same input.
 pub(crate) fn act_quant(ex: &mut GpuExecutor, x: &GpuTensor) -> Result<(Buf, Buf), ExecError> {
     ex.need("linear", "act_quant")?;
     let (m, k) = (x.rows, x.cols);
-    if let Some((xb, dims, q, s)) = &ex.quant {
-        if xb.buffer == x.buf.buffer && *dims == (m, k) {
-            return Ok((q.clone(), s.clone()));
-        }
+    if let Some((_, _, q, s)) = ex.quant.iter().find(|(xb, dims, _, _)| xb.buffer == x.buf.buffer && *dims == (m, k)) {
+        return Ok((q.clone(), s.clone()));
     }
     let q = ex.scratch((m * k * 4) as u64)?;
     let s = ex.scratch((m * k / 32 * 4) as u64)?;
     ops::record_act_quant(&mut ex.rec, &x.buf, &q, &s, m, k, 0)?;
-    ex.quant = Some((x.buf.clone(), (m, k), q.clone(), s.clone()));
+    if ex.quant.len() == QUANT_KEPT {
+        ex.quant.remove(0);
+    }
+    ex.quant.push((x.buf.clone(), (m, k), q.clone(), s.clone()));
     Ok((q, s))
 }
 
