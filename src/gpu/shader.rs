@@ -1,6 +1,6 @@
 //! Kernel sources: the language each is written in, its registered names and text, the shared WGSL numerics and the MSL library prefix.
-/// The shared WGSL numerics every kernel may call.
-pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n", include_str!("../../wgsl/lib/edge.wgsl"), "\n");
+/// The shared WGSL numerics and block staging every kernel may call.
+pub const WGSL_LIB: &str = concat!(include_str!("../../wgsl/lib/formats.wgsl"), "\n", include_str!("../../wgsl/lib/math.wgsl"), "\n", include_str!("../../wgsl/lib/edge.wgsl"), "\n", include_str!("../../wgsl/lib/blocks.wgsl"), "\n");
 
 /// An MSL kernel source: `msl/lib/` (formats, edge arithmetic, transcendentals) then the files named, repository-relative.
 macro_rules! msl_lib {

@@ -67,15 +67,8 @@ fn sums(lid: u32, wid: vec3<u32>) {
                 let fb = (min(s, nmix - 1u) * P.n + lo) >> 2u;
                 for (var q = 0u; q < 8u; q++) {
                     let a = h4[hb + q];
-                    let f = select(a, fn4[fb + q], s < nmix);
-                    xv[4u * q] = a.x;
-                    xv[4u * q + 1u] = a.y;
-                    xv[4u * q + 2u] = a.z;
-                    xv[4u * q + 3u] = a.w;
-                    wv[4u * q] = f.x;
-                    wv[4u * q + 1u] = f.y;
-                    wv[4u * q + 2u] = f.z;
-                    wv[4u * q + 3u] = f.w;
+                    ls_put4(&xv, q, a);
+                    ls_put4(&wv, q, select(a, fn4[fb + q], s < nmix));
                 }
             } else {
                 for (var q = 0u; q < 32u; q++) {

@@ -62,13 +62,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             var qv: array<f32, 32>;
             if ((P.dim & 3u) == 0u && len == 32u) {
                 let a = (qo + lo) >> 2u;
-                for (var v = 0u; v < 8u; v++) {
-                    let t = q4[a + v];
-                    qv[4u * v] = t.x;
-                    qv[4u * v + 1u] = t.y;
-                    qv[4u * v + 2u] = t.z;
-                    qv[4u * v + 3u] = t.w;
-                }
+                for (var v = 0u; v < 8u; v++) { ls_put4(&qv, v, q4[a + v]); }
             } else {
                 for (var i = 0u; i < 32u; i++) { qv[i] = q[qo + lo + min(i, len - 1u)]; }
             }

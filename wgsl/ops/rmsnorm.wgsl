@@ -34,13 +34,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             var v: array<f32, 32>;
             if (wide) {
                 let b4 = (src * P.d + b * 32u) >> 2u;
-                for (var q = 0u; q < 8u; q++) {
-                    let t = x4[b4 + q];
-                    v[4u * q] = t.x;
-                    v[4u * q + 1u] = t.y;
-                    v[4u * q + 2u] = t.z;
-                    v[4u * q + 3u] = t.w;
-                }
+                for (var q = 0u; q < 8u; q++) { ls_put4(&v, q, x4[b4 + q]); }
             } else {
                 for (var q = 0u; q < 32u; q++) { v[q] = x[src * P.d + b * 32u + q]; }
             }
