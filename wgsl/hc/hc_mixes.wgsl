@@ -19,11 +19,8 @@ var<workgroup> hm_blocks: array<f32, 128>;
 var<workgroup> hm_totals: array<f32, 25>;
 // Two copies of the comb (at 0 and 16): a pass reads one and writes the other.
 var<workgroup> hm_comb: array<f32, 32>;
-const HM_STAGE: u32 = 2048u;
-var<workgroup> hm_stage: array<f32, 2048>;
-
-// Largest hc the kernel takes (loops run to it so they unroll, skipping entries past hc).
-const HM_MAX: u32 = 4u;
+const HM_STAGE: u32 = 1024u;
+var<workgroup> hm_stage: array<f32, 1024>;
 
 // Comb entry e of the copy at `at` divided by (its row (rows) or column sum, ascending from +0.0, + hc_eps).
 fn hm_normalized(e: u32, rows: bool, at: u32) -> f32 {
@@ -31,35 +28,8 @@ fn hm_normalized(e: u32, rows: bool, at: u32) -> f32 {
     let i = e / hc;
     let j = e - i * hc;
     var s = 0.0;
-    for (var k = 0u; k < HM_MAX; k++) {
-        if (k < hc) { s = s + hm_comb[at + select(k * hc + j, i * hc + k, rows)]; }
-    }
+    for (var k = 0u; k < hc; k++) { s = s + hm_comb[at + select(k * hc + j, i * hc + k, rows)]; }
     return ls_div(hm_comb[at + e], s + P.hc_eps);
-}
-
-// A row pass then a column pass with one exchange: each entry's thread divides its column's entries by their row sums itself (the row pass's own operations), then its entry by their sum.
-fn hm_iteration(lid: u32, at: u32) -> u32 {
-    let hc = P.hc;
-    if (lid < hc * hc) {
-        let i = lid / hc;
-        let j = lid - i * hc;
-        var mine = 0.0;
-        var s = 0.0;
-        for (var k = 0u; k < HM_MAX; k++) {
-            if (k < hc) {
-                var rs = 0.0;
-                for (var q = 0u; q < HM_MAX; q++) {
-                    if (q < hc) { rs = rs + hm_comb[at + k * hc + q]; }
-                }
-                let v = ls_div(hm_comb[at + k * hc + j], rs + P.hc_eps);
-                mine = select(mine, v, k == i);
-                s = s + v;
-            }
-        }
-        hm_comb[(at ^ 16u) + lid] = ls_div(mine, s + P.hc_eps);
-    }
-    workgroupBarrier();
-    return at ^ 16u;
 }
 
 // One normalization pass, a thread per entry, from one copy of the comb into the other; every thread calls it and gets the copy now current.
@@ -180,20 +150,19 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     if (lid < hc * hc) {
         let i = lid / hc;
         var mx = -ls_inf();
-        for (var k = 0u; k < HM_MAX; k++) {
-            if (k < hc) { mx = max(mx, hm_comb[i * hc + k]); }
-        }
+        for (var k = 0u; k < hc; k++) { mx = max(mx, hm_comb[i * hc + k]); }
         mx = ls_pz(mx);
         var s = 0.0;
-        for (var k = 0u; k < HM_MAX; k++) {
-            if (k < hc) { s = s + ls_exp(ls_sub(hm_comb[i * hc + k], mx)); }
-        }
+        for (var k = 0u; k < hc; k++) { s = s + ls_exp(ls_sub(hm_comb[i * hc + k], mx)); }
         v = mul_rn(ls_exp(ls_sub(hm_comb[lid], mx)), ls_recip(s)) + P.hc_eps;
     }
     if (lid < hc * hc) { hm_comb[16u + lid] = v; }
     workgroupBarrier();
     var cur = 16u;
     if (CONTROL != 6u) { cur = hm_pass(lid, false, cur); }
-    for (var it = 1u; it < P.iters; it++) { cur = hm_iteration(lid, cur); }
+    for (var it = 1u; it < P.iters; it++) {
+        cur = hm_pass(lid, true, cur);
+        cur = hm_pass(lid, false, cur);
+    }
     if (lid < hc * hc && !(CONTROL == 5u && row == P.m - 1u && lid == hc * hc - 1u)) { mix[out + 2u * hc + lid] = hm_comb[cur + lid]; }
 }
