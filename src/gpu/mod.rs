@@ -90,7 +90,7 @@ impl Gpu {
         let mut info = adapter.get_info();
         // on Metal every kernel is passed through as MSL, so Metal's default fast math never compiles one
         let metal = if adapter.get_info().backend == wgpu::Backend::Metal { wgpu::Features::PASSTHROUGH_SHADERS } else { wgpu::Features::empty() };
-        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES | metal;
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS | metal;
         let features = adapter.features() & wanted;
         let limits = adapter.limits();
         let desc = wgpu::DeviceDescriptor {
@@ -143,11 +143,6 @@ impl Gpu {
     /// Whether timestamp queries can time command buffers.
     pub fn has_timestamps(&self) -> bool {
         self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
-    }
-
-    /// Whether a profile times each dispatch inside one pass (timestamps between dispatches), so its total matches an unprofiled pass.
-    pub fn times_in_pass(&self) -> bool {
-        self.features.contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES)
     }
 
     /// Blocks until all submitted work is done; fails if the device refused any of it (the refusal is reported once).

@@ -214,7 +214,7 @@ impl<'g> Recorder<'g> {
         Ok(Submitted { gpu, stamps, _uniform: Some(uniform) })
     }
 
-    /// Encodes the dispatches with a timestamp after each (in one pass where the device allows it, else each in its own pass), submits and waits; returns each dispatch's (kernel, variant, source) and device seconds (empty without timestamps).
+    /// Encodes each dispatch in its own timed compute pass, submits and waits; returns each dispatch's (kernel, variant, source) and device seconds (empty without timestamps).
     pub fn submit_profiled(self) -> Result<Vec<([&'static str; 3], [u32; 3], f64)>, GpuError> {
         let gpu = self.gpu;
         if !gpu.has_timestamps() || gpu.emu.is_some() {
@@ -224,8 +224,7 @@ impl<'g> Recorder<'g> {
         let (groups, _uniform) = self.bind_groups()?;
         let mut out = Vec::with_capacity(self.dispatches.len());
         for (chunk, chunk_groups) in self.dispatches.chunks(PROFILE_CHUNK).zip(groups.chunks(PROFILE_CHUNK)) {
-            let in_pass = gpu.times_in_pass();
-            let count = if in_pass { chunk.len() as u32 + 1 } else { 2 * chunk.len() as u32 };
+            let count = 2 * chunk.len() as u32;
             let set = gpu.device.create_query_set(&wgpu::QuerySetDescriptor { label: None, ty: wgpu::QueryType::Timestamp, count });
             let resolve = gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
@@ -235,17 +234,7 @@ impl<'g> Recorder<'g> {
             });
             let stamps = gpu.alloc(8 * u64::from(count))?;
             let mut enc = gpu.device.create_command_encoder(&Default::default());
-            if in_pass {
-                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                pass.write_timestamp(&set, 0);
-                for (i, (d, g)) in chunk.iter().zip(chunk_groups).enumerate() {
-                    pass.set_pipeline(d.pipeline.wgpu()?);
-                    pass.set_bind_group(0, g, &[]);
-                    pass.dispatch_workgroups(d.groups[0], d.groups[1], d.groups[2]);
-                    pass.write_timestamp(&set, i as u32 + 1);
-                }
-            }
-            for (i, (d, g)) in chunk.iter().zip(chunk_groups).enumerate().filter(|_| !in_pass) {
+            for (i, (d, g)) in chunk.iter().zip(chunk_groups).enumerate() {
                 let timestamp_writes = wgpu::ComputePassTimestampWrites {
                     query_set: &set,
                     beginning_of_pass_write_index: Some(2 * i as u32),
@@ -262,8 +251,7 @@ impl<'g> Recorder<'g> {
             gpu.wait()?;
             let t: Vec<u64> = bytemuck::pod_collect_to_vec(&gpu.read(&stamps)?[..8 * count as usize]);
             let period = f64::from(gpu.queue.get_timestamp_period());
-            let span = |i: usize| if in_pass { t[i + 1].wrapping_sub(t[i]) } else { t[2 * i + 1].wrapping_sub(t[2 * i]) };
-            out.extend(chunk.iter().enumerate().map(|(i, d)| ([d.kernel, d.variant, d.source], d.groups, span(i) as f64 * period * 1e-9)));
+            out.extend(chunk.iter().zip(t.chunks(2)).map(|(d, p)| ([d.kernel, d.variant, d.source], d.groups, p[1].wrapping_sub(p[0]) as f64 * period * 1e-9)));
         }
         Ok(out)
     }

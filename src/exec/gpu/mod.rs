@@ -169,7 +169,7 @@ impl<'g, 'c> GpuExecutor<'g, 'c> {
         self.device_seconds
     }
 
-    /// Starts timing every dispatch (between dispatches in one pass where the device allows it, else each in its own pass).
+    /// Starts timing every dispatch on its own (each in its own pass, so totals run above unprofiled ones).
     pub fn start_profile(&mut self) {
         self.profile = Some(BTreeMap::new());
         self.trace.clear();
