@@ -100,6 +100,8 @@ pub struct Routes<T> {
     pub slots: T,
     /// `(expert, first packed row, packed rows)` of each expert used `[G, 3]`, or the expert of each packed row `[P, 1]`: the grouped GEMM's table.
     pub table: T,
+    /// Whether packed row p is pick p % k of row p / k (`rows` and `picks` then add nothing: the grouped GEMMs take x's own rows and the weights as they are).
+    pub by_row: bool,
 }
 
 /// The ops of the forward: primitives, no model (the forward composes them under the checkpoint's names). Weight arguments are checkpoint names: `linear`, `linear_block`, `rmsnorm` and `embed` take the module name (the executor adds `.weight` / `.scale`), every other op the exact tensor name. Every op is row-independent: a row's output bits do not depend on the other rows of the call.
@@ -146,7 +148,7 @@ pub trait Executor {
     fn block_linear(&mut self, x: &Self::Tensor, module: &str, groups: usize, rank: usize) -> Result<Self::Tensor, ExecError> {
         block_linear_by_groups(self, x, module, groups, rank)
     }
-    /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e; a one-column table names row i's matrix.
+    /// `x W_e^T` of packed rows grouped by `table` (`Routes::table`): entry (e, first, n) multiplies rows `first..first+n` by `stack`'s matrix e; a one-column table of r times x's rows names output row i's matrix, applied to x row i / r.
     fn grouped_linear(&mut self, x: &Self::Tensor, stack: &Stack<'_>, table: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
     /// RMSNorm of each row with `module.weight`.
     fn rmsnorm(&mut self, x: &Self::Tensor, module: &str, eps: f32, out: Out) -> Result<Self::Tensor, ExecError>;
@@ -243,7 +245,7 @@ pub(crate) fn route_by_row<E: Executor>(ex: &mut E, ids: &E::Tensor) -> Result<R
     let rows: Vec<u32> = (0..s * k).map(|p| (p / k.max(1)) as u32).collect();
     let order: Vec<u32> = (0..(s * k) as u32).collect();
     let picks = ex.const_index(&order)?;
-    Ok(Routes { rows: ex.const_index(&rows)?, slots: ex.reshape(&picks, s, k)?, picks, table: ex.reshape(ids, s * k, 1)? })
+    Ok(Routes { rows: ex.const_index(&rows)?, slots: ex.reshape(&picks, s, k)?, picks, table: ex.reshape(ids, s * k, 1)?, by_row: true })
 }
 
 /// `route` from the ids read to the host and packed there (`kernels::moe::pack_routes`), the index tensors uploaded: both executors' way until routing runs on the device.
@@ -260,5 +262,6 @@ pub(crate) fn route_on_host<E: Executor>(ex: &mut E, ids: &E::Tensor, experts: u
         picks: ex.upload_index(&pack.picks)?,
         slots: ex.reshape(&slots, s, k)?,
         table: ex.reshape(&table_t, pack.experts.len(), 3)?,
+        by_row: false,
     })
 }

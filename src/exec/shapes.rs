@@ -143,7 +143,7 @@ pub fn grouped_linear(x: Dims, k: usize, table: &[u32]) -> Result<Vec<Entry>, Ex
 /// `grouped_linear` over an expert per row: the stack's matrices take `x`'s columns and the picks are one column, a row each.
 pub fn grouped_picks(x: Dims, k: usize, picks: Dims) -> Result<(), ExecError> {
     check(x.1 == k, "grouped_linear", || format!("the stack takes {k} inputs, the rows have {}", x.1))?;
-    check(picks == (x.0, 1), "grouped_linear", || format!("picks [{}, {}] for {} rows (one expert per row)", picks.0, picks.1, x.0))
+    check(picks.1 == 1 && x.0 > 0 && picks.0.is_multiple_of(x.0) && picks.0 > 0, "grouped_linear", || format!("picks [{}, {}] for {} rows (one expert per output row, a whole number of them per row)", picks.0, picks.1, x.0))
 }
 
 /// The `(expert, row, 1)` entries of an expert-per-row table; every pick a whole number.

@@ -111,6 +111,15 @@ pub(super) fn moe_route(ex: &CpuExecutor, logits: &CpuTensor, biases: (&str, Opt
 
 /// `x W_e^T` of packed rows by table entry: rows `first..first+n` through `stack`'s matrix e (each entry is `linear` of its rows); a one-column table is an expert per row.
 pub(super) fn grouped_linear(ex: &CpuExecutor, x: &CpuTensor, stack: &Stack<'_>, table: &CpuTensor, out: Out) -> Result<CpuTensor, ExecError> {
+    let repeated;
+    let x = if table.cols == 1 && table.rows != x.rows {
+        shapes::grouped_picks((x.rows, x.cols), x.cols, (table.rows, table.cols))?;
+        let r = table.rows / x.rows;
+        repeated = CpuTensor::from_rows(table.rows, x.cols, |g| x.row(g / r).to_vec());
+        &repeated
+    } else {
+        x
+    };
     let words: Vec<u32> = if table.cols == 1 { shapes::pick_entries(&table.data)? } else { table.data.iter().map(|&v| v as u32).collect() };
     let (_, n, k) = shapes::gemm_shape(ex.ckpt(), &stack.module(0))?;
     let entries = shapes::grouped_linear((x.rows, x.cols), k, &words)?;

@@ -126,15 +126,18 @@ pub(super) fn cover(rows: usize, tiled: bool, lang: Lang) -> Vec<(GroupedTile, u
     out
 }
 
-/// Row g of `x` through the expert `picks` row g names, the picks staying on the device: a pick entry per row in each part's grouped GEMM, writing only the rows whose expert the part holds.
+/// Output row g through the expert `picks` row g names, from x row g / r (r picks a row), the picks staying on the device: a pick entry per output row in each part's grouped GEMM, writing only the rows whose expert the part holds; the output `[P, n]` is written as `[x rows, r n]`, pick g % r at columns (g % r) n.
 fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     shapes::grouped_picks((x.rows, x.cols), st.k, (picks.rows, picks.cols))?;
-    let y = ex.out(x.rows, st.n)?;
+    let r = picks.rows / x.rows;
+    let y = ex.out(picks.rows, st.n)?;
     let quant = act_values(ex, x, st.fmt)?;
     for p in &st.parts {
-        let entries: Vec<GroupEntry> = (0..x.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g, 0, st.n)).collect();
+        let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g / r, (g % r) * st.n, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
-        record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
+        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: &quant.0, xs: quant.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: r * st.n, entries: &entries, table: &table, picks: &picks.buf, round: out == Out::Bf16 };
+        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
+        gemm_grouped::record_grouped(&mut ex.rec, &a, GroupedTile::Blocks, lang, 0)?;
     }
     Ok(y)
 }

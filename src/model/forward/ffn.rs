@@ -34,13 +34,19 @@ pub const EXPERT_MATRICES: [&str; 3] = ["w1", "w3", "w2"];
 pub fn routed_experts<E: Executor>(ex: &mut E, x: &E::Tensor, ids: &E::Tensor, w: &E::Tensor, shared: &E::Tensor, prefix: &str, experts: usize, limit: f32) -> Result<E::Tensor, ExecError> {
     let (s, k) = ex.dims(ids);
     let routes = ex.route(ids, experts)?;
-    let xg = ex.gather_rows(x, &routes.rows)?;
     let w_flat = ex.reshape(w, s * k, 1)?;
-    let rw = ex.gather_rows(&w_flat, &routes.picks)?;
+    let (gathered, weights);
+    let (xg, rw) = if routes.by_row {
+        (x, &w_flat)
+    } else {
+        gathered = ex.gather_rows(x, &routes.rows)?;
+        weights = ex.gather_rows(&w_flat, &routes.picks)?;
+        (&gathered, &weights)
+    };
     let [w1, w3, w2] = EXPERT_MATRICES.map(|matrix| Stack { prefix, matrix });
-    let g = ex.grouped_linear(&xg, &w1, &routes.table, Out::Bf16)?;
-    let u = ex.grouped_linear(&xg, &w3, &routes.table, Out::Bf16)?;
-    let a = ex.swiglu(&g, &u, Some(&rw), limit)?;
+    let g = ex.grouped_linear(xg, &w1, &routes.table, Out::Bf16)?;
+    let u = ex.grouped_linear(xg, &w3, &routes.table, Out::Bf16)?;
+    let a = ex.swiglu(&g, &u, Some(rw), limit)?;
     let o = ex.grouped_linear(&a, &w2, &routes.table, Out::Bf16)?;
     ex.moe_join(&o, &routes.slots, ids, shared)
 }
