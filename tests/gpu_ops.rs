@@ -2,7 +2,7 @@
 mod forward_support;
 
 use forward_support::tiny;
-use lockstep::exec::{CpuExecutor, Executor, GpuExecutor, Out};
+use lockstep::exec::{CpuExecutor, Executor, GpuExecutor, Out, Stack};
 use lockstep::gpu::{DeviceChoice, Gpu};
 use lockstep::model::forward::routed_experts;
 use lockstep::numerics::round_bf16;
@@ -178,6 +178,35 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
             let bt = g.upload(rows, k, &bad).unwrap();
             let err = routed_experts(&mut g, &xt, &bt, &wt, &st, prefix, experts, 10.0).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains("outside"), "an expert id past the last expert is an error: {err}");
+        }
+    }
+}
+
+#[test]
+fn picks_r_times_the_rows_read_row_g_over_r_and_equal_the_rows_gathered_on_both_executors() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let (d, k, experts) = (t.cfg.hidden_size, t.cfg.num_experts_per_tok, t.cfg.n_routed_experts);
+    let stack = Stack { prefix: "layers.1.ffn.experts", matrix: "w1" };
+    for rows in [1, 3, 8] {
+        let x = randn(rows, d, 21 + rows as u64);
+        let picks: Vec<f32> = (0..rows * k).map(|i| ((i * 7 + 3) % experts) as f32).collect();
+        let gathered: Vec<f32> = (0..rows * k).flat_map(|g| x[g / k * d..(g / k + 1) * d].to_vec()).collect();
+        let want = {
+            let (xg, pt) = (c.upload(rows * k, d, &gathered).unwrap(), c.upload(rows * k, 1, &picks).unwrap());
+            bits(&c.grouped_linear(&xg, &stack, &pt, Out::Bf16).expect("cpu gathered").data)
+        };
+        let (xt, pt) = (c.upload(rows, d, &x).unwrap(), c.upload(rows * k, 1, &picks).unwrap());
+        assert!(bits(&c.grouped_linear(&xt, &stack, &pt, Out::Bf16).expect("cpu by row").data) == want, "cpu, {rows} rows");
+        let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+        let (xt, pt) = (g.upload(rows, d, &x).unwrap(), g.upload(rows * k, 1, &picks).unwrap());
+        let y = g.grouped_linear(&xt, &stack, &pt, Out::Bf16).expect("gpu by row");
+        assert!(bits(&g.read(&y).expect("read")) == want, "gpu, {rows} rows, {k} picks a row");
+        if rows > 1 {
+            let odd = g.upload(rows * k + 1, 1, &[picks.clone(), vec![0.0]].concat()).unwrap();
+            let err = g.grouped_linear(&xt, &stack, &odd, Out::Bf16).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("whole number"), "picks that are not a whole number per row are an error: {err}");
         }
     }
 }
