@@ -130,16 +130,14 @@ pub(super) fn cover(rows: usize, tiled: bool, lang: Lang) -> Vec<(GroupedTile, u
 fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &GpuTensor, out: Out) -> Result<GpuTensor, ExecError> {
     shapes::grouped_picks((x.rows, x.cols), st.k, (picks.rows, picks.cols))?;
     let r = picks.rows / x.rows;
-    let y = ex.out(picks.rows, st.n)?;
+    let y = ex.out(x.rows, r * st.n)?;
     let quant = act_values(ex, x, st.fmt)?;
     for p in &st.parts {
         let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g / r, (g % r) * st.n, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
-        let a = GroupedArgs { fmt: st.fmt, m: x.rows, k: st.k, x: &quant.0, xs: quant.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: r * st.n, entries: &entries, table: &table, picks: &picks.buf, round: out == Out::Bf16 };
-        let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
-        gemm_grouped::record_grouped(&mut ex.rec, &a, GroupedTile::Blocks, lang, 0)?;
+        record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }
-    Ok(y)
+    Ok(GpuTensor::new(y.buf, picks.rows, st.n))
 }
 
 /// The activation a stack's kernels read: act_quant's (values, scales) for the scaled formats, `x` itself for bf16.
@@ -153,10 +151,10 @@ fn act_values(ex: &mut GpuExecutor, x: &GpuTensor, fmt: WeightFormat) -> Result<
     })
 }
 
-/// Records one stack part's grouped GEMM over `entries` (on the device as `table`) into `y`, rounded to bf16 when `round`, pick entries reading their experts from `picks`.
+/// Records one stack part's grouped GEMM over `entries` (on the device as `table`) into `y` (rows `y.cols` apart), rounded to bf16 when `round`, pick entries reading their experts from `picks`.
 #[allow(clippy::too_many_arguments)]
 fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, round: bool, entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
-    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: st.n, entries, table, picks, round };
+    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: y.cols, entries, table, picks, round };
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?;
     Ok(())
