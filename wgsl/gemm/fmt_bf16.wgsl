@@ -9,16 +9,16 @@ fn bf16x4(a: u32, b: u32) -> vec4<f32> {
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
-    let v = w[(n * k + b * 32u + q * 8u) >> 3u];
+    let v = w_at((n * k + b * 32u + q * 8u) >> 3u);
     return W8(bf16x4(v.x, v.y), bf16x4(v.z, v.w));
 }
 
 fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 3u;
-    let v0 = w[base];
-    let v1 = w[base + 1u];
-    let v2 = w[base + 2u];
-    let v3 = w[base + 3u];
+    let v0 = w_at(base);
+    let v1 = w_at(base + 1u);
+    let v2 = w_at(base + 2u);
+    let v3 = w_at(base + 3u);
     return W32(bf16x4(v0.x, v0.y), bf16x4(v0.z, v0.w), bf16x4(v1.x, v1.y), bf16x4(v1.z, v1.w), bf16x4(v2.x, v2.y), bf16x4(v2.z, v2.w), bf16x4(v3.x, v3.y), bf16x4(v3.z, v3.w));
 }
 

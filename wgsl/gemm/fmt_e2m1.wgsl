@@ -18,11 +18,11 @@ const W_UNIT: f32 = 16384.0;
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
-    return e2m1x8(w[(n * k + b * 32u) >> 5u][q]);
+    return e2m1x8(w_at((n * k + b * 32u) >> 5u)[q]);
 }
 
 fn wblock(n: u32, b: u32, k: u32) -> W32 {
-    let v = w[(n * k + b * 32u) >> 5u];
+    let v = w_at((n * k + b * 32u) >> 5u);
     let a = e2m1x8(v.x);
     let c = e2m1x8(v.y);
     let d = e2m1x8(v.z);
@@ -31,7 +31,7 @@ fn wblock(n: u32, b: u32, k: u32) -> W32 {
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {
-    let idx = n * (k >> 5u) + b;
+    let idx = n * (k >> 5u) + b + ws_base();
     return e8m0_value(byte_of(ws[idx >> 2u], idx));
 }
 

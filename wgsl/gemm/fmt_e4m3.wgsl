@@ -16,7 +16,7 @@ const W_UNIT: f32 = 256.0;
 
 // Eight consecutive weights of row n starting at column b*32 + q*8.
 fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
-    let v = w[(n * k + b * 32u + q * 8u) >> 4u];
+    let v = w_at((n * k + b * 32u + q * 8u) >> 4u);
     let h = q & 1u;
     let lo = select(v.x, v.z, h == 1u);
     let hi = select(v.y, v.w, h == 1u);
@@ -25,13 +25,13 @@ fn wvals8(n: u32, b: u32, q: u32, k: u32) -> W8 {
 
 fn wblock(n: u32, b: u32, k: u32) -> W32 {
     let base = (n * k + b * 32u) >> 4u;
-    let v0 = w[base];
-    let v1 = w[base + 1u];
+    let v0 = w_at(base);
+    let v1 = w_at(base + 1u);
     return W32(e4m3x4(v0.x), e4m3x4(v0.y), e4m3x4(v0.z), e4m3x4(v0.w), e4m3x4(v1.x), e4m3x4(v1.y), e4m3x4(v1.z), e4m3x4(v1.w));
 }
 
 fn wscale(n: u32, b: u32, k: u32) -> f32 {
-    let idx = (n >> 5u) * (k >> 5u) + b;
+    let idx = (n >> 5u) * (k >> 5u) + b + ws_base();
     return e8m0_value(byte_of(ws[idx >> 2u], idx));
 }
 

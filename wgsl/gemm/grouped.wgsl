@@ -10,6 +10,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     // One thread reads the entry; one uniform load hands it to all.
     if (lid == 0u) { entry = group_entry(wid.y); }
     let g = workgroupUniformLoad(&entry);
+    W_HI = g.hi != 0u;
     let n0 = wid.x * R;
     if (n0 >= g.cols) { return; }
     let mc = max(1u, PART / ((P.k >> 5u) * R));

@@ -4,5 +4,6 @@ fn main(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: v
     ls_init(P.zero, CONTROL);
     let g = group_entry(wid.y);
     if (g.cols == 0u) { return; }
+    W_HI = g.hi != 0u;
     tile(Entry(g.wbase, g.first + g.rows, g.cbase, g.cols), g.first, wid.x * 64u, tid);
 }

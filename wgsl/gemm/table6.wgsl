@@ -1,3 +1,15 @@
-// Grouped GEMM table and pick bindings after the scaled operands.
+// Grouped GEMM table and pick bindings after the scaled operands, then a stack's second weight buffer: weight rows from W_SPLIT on are rows 0.. of w_hi, their scales from byte WS_SPLIT of ws on.
 @group(0) @binding(6) var<storage, read> table: array<u32>;
 @group(0) @binding(7) var<storage, read> picks: array<f32>;
+@group(0) @binding(8) var<storage, read> w_hi: array<vec4<u32>>;
+override WS_SPLIT: u32 = 0u;
+
+// Whether this workgroup's entry lies in the second buffer (set from the entry before any weight load).
+var<private> W_HI: bool = false;
+
+fn w_at(i: u32) -> vec4<u32> {
+    if (W_HI) { return w_hi[i]; }
+    return w[i];
+}
+
+fn ws_base() -> u32 { return select(0u, WS_SPLIT, W_HI); }

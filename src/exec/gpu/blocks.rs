@@ -3,7 +3,7 @@ use crate::exec::gpu::experts::cover;
 use crate::exec::gpu::ops::{gemm_kernel, gemm_key, gemm_weight};
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::{block_linear_by_groups, shapes, ExecError, Executor};
-use crate::gpu::Buf;
+use crate::gpu::{Arg, Buf};
 use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedTile};
 use crate::kernels::gemm::{WeightFormat, GEMV_MAX_ROWS};
 
@@ -31,7 +31,7 @@ pub(super) fn block_linear(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, gr
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), fmt, dg);
     let record = |ex: &mut GpuExecutor, xb: &Buf, out: &Buf, entries: &[GroupEntry], tile: GroupedTile| -> Result<(), ExecError> {
         let table = ex.const_words(&gemm_grouped::table_words(entries))?;
-        let a = GroupedArgs { fmt, m, k: dg, x: xb, xs: xs.as_ref(), w: &part.w, ws: part.s.as_ref(), out, ldo: rank, entries, table: &table, picks: &table, round: true };
+        let a = GroupedArgs { fmt, m, k: dg, x: xb, xs: xs.as_ref(), w: &part.w, ws: part.s.as_ref().map(Arg::Whole), hi: None, out, ldo: rank, entries, table: &table, picks: &table, round: true };
         Ok(gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?)
     };
     // Output row r of `[S * groups, rank]` is row r / groups's group r % groups: y `[S, groups * rank]` itself.

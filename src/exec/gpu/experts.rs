@@ -1,28 +1,29 @@
-//! The GPU executor's stacked matrices: every matrix of a stack in a few buffers, one grouped GEMM per part over a table of packed rows, and the join of packed outputs.
+//! The GPU executor's stacked matrices: every matrix of a stack in a few buffers, one grouped GEMM per two parts over a table of packed rows, and the join of packed outputs.
 use crate::exec::gpu::ops::{act_quant, cached, gemm_kernel};
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::{shapes, ExecError, Out, Stack};
-use crate::gpu::{Buf, Lang};
-use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedTile, SMALL_ROWS, TILE_ROWS};
+use crate::gpu::{Arg, Buf, Lang};
+use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedHi, GroupedTile, SMALL_ROWS, TILE_ROWS};
 use crate::kernels::gemm::{self, WeightFormat, GEMV_MAX_ROWS};
 use crate::kernels::moe;
 use std::sync::Arc;
 
-/// Experts `e0..e1` of a stack in one buffer (and their scales).
+/// Experts `e0..e1` of a stack in one buffer, their scales at a byte range of the stack's scale buffer.
 pub(crate) struct StackPart {
     pub e0: usize,
     pub e1: usize,
     pub w: Buf,
-    pub ws: Option<Buf>,
+    pub ws: (u64, u64),
 }
 
-/// One stack's matrices: `experts` weights `[n, k]` of one format, stacked by index into parts below the binding limit.
+/// One stack's matrices: `experts` weights `[n, k]` of one format, stacked by index into parts below the binding limit, every scale in one buffer (each part's from an offset the device binds at).
 pub(crate) struct ExpertStack {
     pub fmt: WeightFormat,
     pub n: usize,
     pub k: usize,
     pub experts: usize,
     pub parts: Vec<StackPart>,
+    pub ws: Option<Buf>,
 }
 
 /// Stacks every matrix of `stack` the checkpoint holds, each checked like a dense GEMM weight and shaped like matrix 0.
@@ -38,11 +39,21 @@ fn upload_stack(ex: &GpuExecutor, stack: &Stack<'_>) -> Result<ExpertStack, Exec
         return Err(bad(0, format!("one matrix of {} bytes exceeds one binding", n * rb)));
     }
     let per = (ex.limit as usize / (n * rb).max(1)).max(1);
-    let mut parts = Vec::new();
-    for e0 in (0..experts).step_by(per) {
+    let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment).max(4);
+    let spans: Vec<(usize, usize, u64)> = (0..experts).step_by(per).scan(0u64, |off, e0| {
         let e1 = (e0 + per).min(experts);
+        let at = *off;
+        *off = (at + ((e1 - e0) * sb) as u64).next_multiple_of(align);
+        Some((e0, e1, at))
+    }).collect();
+    let scale_total = spans.last().map_or(0, |&(e0, e1, at)| at + ((e1 - e0) * sb) as u64);
+    if scale_total > ex.limit {
+        return Err(bad(0, format!("the stack's scales, {scale_total} bytes, exceed one binding")));
+    }
+    let ws = if sb > 0 { Some(ex.gpu.alloc(scale_total)?) } else { None };
+    let mut parts = Vec::new();
+    for (e0, e1, at) in spans {
         let w = ex.gpu.alloc(((e1 - e0) * n * rb) as u64)?;
-        let ws = if sb > 0 { Some(ex.gpu.alloc(((e1 - e0) * sb) as u64)?) } else { None };
         for e in e0..e1 {
             let spec = shapes::gemm_weight(ex.ckpt, &stack.module(e))?;
             if (spec.fmt, spec.n, spec.k) != (fmt, n, k) {
@@ -50,12 +61,20 @@ fn upload_stack(ex: &GpuExecutor, stack: &Stack<'_>) -> Result<ExpertStack, Exec
             }
             ex.gpu.write_at(&w, ((e - e0) * n * rb) as u64, spec.w);
             if let (Some(ws), Some(sbytes)) = (&ws, spec.s) {
-                ex.gpu.write_at(ws, ((e - e0) * sb) as u64, sbytes);
+                ex.gpu.write_at(ws, at + ((e - e0) * sb) as u64, sbytes);
             }
         }
-        parts.push(StackPart { e0, e1, w, ws });
+        parts.push(StackPart { e0, e1, w, ws: (at, (((e1 - e0) * sb) as u64).next_multiple_of(4)) });
     }
-    Ok(ExpertStack { fmt, n, k, experts, parts })
+    Ok(ExpertStack { fmt, n, k, experts, parts, ws })
+}
+
+/// The parts one grouped GEMM covers: two at a time in WGSL (the second bound beside the first), one at a time in MSL.
+fn spans(st: &ExpertStack, lang: Lang) -> Vec<(&StackPart, Option<&StackPart>)> {
+    match lang {
+        Lang::Wgsl => st.parts.chunks(2).map(|c| (&c[0], c.get(1))).collect(),
+        _ => st.parts.iter().map(|p| (p, None)).collect(),
+    }
 }
 
 /// The uploaded stack, cached.
@@ -90,8 +109,9 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
     let quant = act_values(ex, x, st.fmt)?;
     let tiled = entries.iter().any(|e| e.rows > GEMV_MAX_ROWS);
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
-    for p in &st.parts {
-        let mine = entries.iter().filter(|e| (p.e0..p.e1).contains(&e.expert)).map(|e| (e.expert - p.e0, e.first, e.rows));
+    for span in spans(st, lang) {
+        let (a, end) = (span.0, span.1.map_or(span.0.e1, |b| b.e1));
+        let mine = entries.iter().filter(|e| (a.e0..end).contains(&e.expert)).map(|e| (e.expert - a.e0, e.first, e.rows));
         let mut kinds = vec![(GroupedTile::Blocks, Vec::new()), (GroupedTile::Tiled, Vec::new()), (GroupedTile::Small, Vec::new())];
         for (expert, first, rows) in mine {
             for (tile, r0, n) in cover(rows, tiled, lang) {
@@ -100,7 +120,7 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
         }
         for (tile, tiles) in kinds.into_iter().filter(|(_, t)| !t.is_empty()) {
             let table = ex.upload_pod(&gemm_grouped::table_words(&tiles))?;
-            record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &tiles, &table, &table, tile)?;
+            record_span(ex, st, span, x.rows, &quant, &y, out == Out::Bf16, &tiles, &table, &table, tile)?;
         }
     }
     Ok(y)
@@ -132,10 +152,12 @@ fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &
     let r = picks.rows / x.rows;
     let y = ex.out(x.rows, r * st.n)?;
     let quant = act_values(ex, x, st.fmt)?;
-    for p in &st.parts {
-        let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(p.e0, p.e1 - p.e0, g / r, (g % r) * st.n, st.n)).collect();
+    let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
+    for span in spans(st, lang) {
+        let (a, end) = (span.0, span.1.map_or(span.0.e1, |b| b.e1));
+        let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(a.e0, end - a.e0, g / r, (g % r) * st.n, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
-        record_part(ex, st, p, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
+        record_span(ex, st, span, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }
     Ok(GpuTensor::new(y.buf, picks.rows, st.n))
 }
@@ -151,10 +173,13 @@ fn act_values(ex: &mut GpuExecutor, x: &GpuTensor, fmt: WeightFormat) -> Result<
     })
 }
 
-/// Records one stack part's grouped GEMM over `entries` (on the device as `table`) into `y` (rows `y.cols` apart), rounded to bf16 when `round`, pick entries reading their experts from `picks`.
+/// Records one grouped GEMM over a span of one or two stack parts (rows of the second after the first's) over `entries` (on the device as `table`) into `y` (rows `y.cols` apart), rounded to bf16 when `round`, pick entries reading their experts from `picks`.
 #[allow(clippy::too_many_arguments)]
-fn record_part(ex: &mut GpuExecutor, st: &ExpertStack, p: &StackPart, m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, round: bool, entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
-    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws: p.ws.as_ref(), out: &y.buf, ldo: y.cols, entries, table, picks, round };
+fn record_span(ex: &mut GpuExecutor, st: &ExpertStack, (p, q): (&StackPart, Option<&StackPart>), m: usize, x: &(Buf, Option<Buf>), y: &GpuTensor, round: bool, entries: &[GroupEntry], table: &Buf, picks: &Buf, tile: GroupedTile) -> Result<(), ExecError> {
+    let scale_end = q.map_or(p.ws.0 + p.ws.1, |q| q.ws.0 + q.ws.1);
+    let ws = st.ws.as_ref().map(|s| Arg::Range(s, p.ws.0, scale_end - p.ws.0));
+    let hi = q.map(|q| GroupedHi { w: &q.w, row: (q.e0 - p.e0) * st.n, scale_byte: (q.ws.0 - p.ws.0) as usize });
+    let a = GroupedArgs { fmt: st.fmt, m, k: st.k, x: &x.0, xs: x.1.as_ref(), w: &p.w, ws, hi, out: &y.buf, ldo: y.cols, entries, table, picks, round };
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     gemm_grouped::record_grouped(&mut ex.rec, &a, tile, lang, 0)?;
     Ok(())

@@ -1,9 +1,9 @@
 //! Contract registrations of the three GEMM formats: shapes, random and edge inputs, controls.
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat, GEMV_MAX_ROWS};
-use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs, GroupedTile};
+use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupedArgs, GroupedHi, GroupedTile};
 use crate::kernels::util::{bf16_normal, canonical_depth, e4m3_code, f64s, gamma, poisoned, read_outputs, tiny, words, TERM};
 use crate::contract::{Case, Control, Data, Footprint, Inputs, Kernel, Outputs, Rng, Variant, KEEP_SUBNORMALS};
-use crate::gpu::{Gpu, GpuError, Recorder};
+use crate::gpu::{Arg, Gpu, GpuError, Lang, Recorder};
 use crate::numerics::{bf16_from_f32, e2m1_from_f32, e4m3_to_f32, pow2, round_bf16};
 
 /// A GEMM format registered with the contract.
@@ -268,7 +268,7 @@ impl Kernel for GemmKernel {
 
     fn footprint(&self, variant: &Variant) -> Footprint {
         let path = Path::of(variant);
-        let bindings = 2 * u32::from(path.grouped().is_some()) + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
+        let bindings = u32::from(path.grouped().is_some()) * if matches!(path, Path::MslSimd | Path::MslTiled) { 2 } else { 3 } + if self.fmt == WeightFormat::Bf16 { 3 } else { 5 };
         match path {
             Path::Ref => Footprint { workgroup_size: 64, workgroup_bytes: 0, bindings },
             Path::Grouped => Footprint { workgroup_size: 256, workgroup_bytes: 4 * (gemm_grouped::PART as u32 + 5), bindings },
@@ -277,6 +277,18 @@ impl Kernel for GemmKernel {
             Path::Gemv | Path::Tiled | Path::GroupedTiled | Path::MslTiled | Path::MslDense => Footprint { workgroup_size: 256, workgroup_bytes: 16384, bindings },
         }
     }
+}
+
+/// Where the contract splits a grouped GEMM's weights over two buffers: at the second column block of `tiling` (its entries' first rows) where the format's scale rows divide there; the row and its first scale byte.
+fn grouped_split(fmt: WeightFormat, n: usize, k: usize) -> Option<(usize, usize)> {
+    let row = n.div_ceil(n.clamp(1, 3));
+    let scale_byte = match fmt {
+        WeightFormat::Bf16 => 0,
+        WeightFormat::E4m3 if !row.is_multiple_of(32) => return None,
+        WeightFormat::E4m3 => row / 32 * (k / 32),
+        WeightFormat::E2m1 => row * (k / 32),
+    };
+    (row < n).then_some((row, scale_byte))
 }
 
 impl GemmKernel {
@@ -295,8 +307,16 @@ impl GemmKernel {
             let (entries, picks) = gemm_grouped::tiling_with_picks(case.rows, case.n, tile.max_rows());
             let table = gpu.upload_pod(&gemm_grouped::table_words(&entries))?;
             let picks = gpu.upload_pod(&picks)?;
-            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks, round };
             let lang = variant.lang();
+            // WGSL: the weight rows from the second column block on in a second buffer, where the format's rows and scales divide there.
+            let split = (lang == Lang::Wgsl).then(|| grouped_split(self.fmt, case.n, case.k)).flatten();
+            let w_lo = match split {
+                Some((row, _)) => gpu.upload(&inputs.data[wi].bytes[..row * gemm::row_bytes(self.fmt, case.k)])?,
+                None => w.clone(),
+            };
+            let w_hi = split.map(|(row, _)| gpu.upload(&inputs.data[wi].bytes[row * gemm::row_bytes(self.fmt, case.k)..])).transpose()?;
+            let hi = split.zip(w_hi.as_ref()).map(|((row, scale_byte), w)| GroupedHi { w, row, scale_byte });
+            let a = GroupedArgs { fmt: self.fmt, m: case.rows, k: case.k, x: &x, xs: xs.as_ref(), w: &w_lo, ws: ws.as_ref().map(Arg::Whole), hi, out: &out, ldo: case.n, entries: &entries, table: &table, picks: &picks, round };
             gemm_grouped::record_grouped(&mut rec, &a, tile, lang, control)?;
         } else {
             let args = GemmArgs { fmt: self.fmt, m: case.rows, n: case.n, k: case.k, x: &x, xs: xs.as_ref(), w: &w, ws: ws.as_ref(), out: &out, n_base: 0, ldo: case.n, round };

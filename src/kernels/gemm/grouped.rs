@@ -1,5 +1,5 @@
 //! Grouped GEMM: one dispatch over table entries, each a block of x rows times a block of weight rows into a block of output columns (the routed experts: an entry per expert over its packed rows and its rows of the stacked weights).
-use crate::kernels::gemm::{gemm_shader, gemv_threads, operands, WeightFormat};
+use crate::kernels::gemm::{gemm_shader, gemv_threads, WeightFormat};
 use crate::gpu::{Arg, Buf, GpuError, Lang, PipelineKey, Recorder, Shader};
 
 
@@ -114,9 +114,11 @@ pub struct GroupedArgs<'a> {
     /// Activations [m, k] as f32 values; act_quant scales [m, k/32] for the scaled formats.
     pub x: &'a Buf,
     pub xs: Option<&'a Buf>,
-    /// Weight rows (every entry's `w_row..w_row+cols` inside) and their scales.
+    /// Weight rows (every entry's `w_row..w_row+cols` inside, or below `hi`'s row) and the scales of every weight row, in both buffers.
     pub w: &'a Buf,
-    pub ws: Option<&'a Buf>,
+    pub ws: Option<Arg<'a>>,
+    /// A second weight buffer holding the rows from its `row` on, so one dispatch covers a stack split below the binding limit.
+    pub hi: Option<GroupedHi<'a>>,
     /// Output [m, ldo] f32.
     pub out: &'a Buf,
     pub ldo: usize,
@@ -127,6 +129,14 @@ pub struct GroupedArgs<'a> {
     pub picks: &'a Buf,
     /// Store each output rounded to bf16 instead of as the f32 sum.
     pub round: bool,
+}
+
+/// The second weight buffer of a grouped GEMM: weight rows `row..` are its rows `0..`; their scales start at byte `scale_byte` of the scales binding.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupedHi<'a> {
+    pub w: &'a Buf,
+    pub row: usize,
+    pub scale_byte: usize,
 }
 
 /// The language a grouped GEMM of `fmt` and `k` runs in on a device that does (or does not) take MSL: the MSL fast paths cover e4m3 and e2m1 up to `SIMD_MAX_K`.
@@ -156,13 +166,23 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
     if a.entries.iter().any(|e| e.pick.is_some()) && a.picks.bytes < 4 * a.entries.len() as u64 {
         return Err(bad(format!("{} entries with picks, a picks buffer of {} bytes", a.entries.len(), a.picks.bytes)));
     }
+    if let Some(h) = a.hi {
+        if lang == Lang::Msl || h.row == 0 || h.row >= PICK as usize || h.scale_byte >= PICK as usize {
+            return Err(bad(format!("a second weight buffer from row {} (scale byte {}) in {lang:?}: WGSL only, inside u32", h.row, h.scale_byte)));
+        }
+        if let Some(e) = a.entries.iter().find(|e| if e.pick.is_some() { !h.row.is_multiple_of(e.cols) } else { e.w_row < h.row && e.w_row + e.cols > h.row }) {
+            return Err(bad(format!("entry {e:?} straddles the second weight buffer's first row {}", h.row)));
+        }
+    }
     let cols = a.entries.iter().map(|e| e.cols).max().unwrap_or(1).max(1);
     let rows = a.entries.iter().map(|e| e.rows).max().unwrap_or(1);
-    let key = |r: Option<u32>| PipelineKey::new(shader, &r.into_iter().flat_map(|r| [("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k, r)))]).chain([("CONTROL", f64::from(control))]).collect::<Vec<_>>());
+    let split = a.hi.into_iter().flat_map(|h| [("W_SPLIT", h.row as f64), ("WS_SPLIT", h.scale_byte as f64)]).take(if a.fmt == WeightFormat::Bf16 { 1 } else { 2 });
+    let constants: Vec<(&str, f64)> = split.chain([("CONTROL", f64::from(control))]).collect();
+    let key = |r: Option<u32>| PipelineKey::new(shader, &r.into_iter().flat_map(|r| [("R", f64::from(r)), ("WG", f64::from(gemv_threads(a.k, r)))]).chain(constants.iter().copied()).collect::<Vec<_>>());
     let params = |gx: u32| [a.m as u32, cols as u32, a.k as u32, 0, a.ldo as u32, gx, u32::from(a.round)];
     let dispatch = |rec: &mut Recorder, r: Option<u32>, per: u32| {
         let groups = [(cols as u32).div_ceil(per), a.entries.len() as u32, 1];
-        rec.dispatch(&key(r), &params(groups[0]), &args(a)?, groups)
+        rec.dispatch(&key(r), &params(groups[0]), &args(a, lang)?, groups)
     };
     match (lang, tile) {
         (Lang::Msl, GroupedTile::Blocks) if a.k > SIMD_MAX_K => Err(bad(format!("k {} is over the simdgroup variant's {SIMD_MAX_K}", a.k))),
@@ -178,11 +198,18 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
     }
 }
 
-/// The bindings of a grouped GEMM: the format's operands, then the table and the picks.
-fn args<'a>(a: &GroupedArgs<'a>) -> Result<Vec<Arg<'a>>, GpuError> {
-    let mut v = operands(a.fmt, [a.x, a.w, a.out], a.xs, a.ws).ok_or_else(|| GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() })?;
+/// The bindings of a grouped GEMM: the format's operands, the table and the picks, then (WGSL) the second weight buffer, or the first again when there is none.
+fn args<'a>(a: &GroupedArgs<'a>, lang: Lang) -> Result<Vec<Arg<'a>>, GpuError> {
+    let mut v = match (a.fmt, a.xs, a.ws) {
+        (WeightFormat::Bf16, _, _) => vec![Arg::Whole(a.x), Arg::Whole(a.w), Arg::Whole(a.out)],
+        (_, Some(xs), Some(ws)) => vec![Arg::Whole(a.x), Arg::Whole(xs), Arg::Whole(a.w), ws, Arg::Whole(a.out)],
+        _ => return Err(GpuError::Shader { kernel: "grouped gemm".into(), message: "scales missing for a scaled format".into() }),
+    };
     v.push(Arg::Whole(a.table));
     v.push(Arg::Whole(a.picks));
+    if lang == Lang::Wgsl {
+        v.push(Arg::Whole(a.hi.map_or(a.w, |h| h.w)));
+    }
     Ok(v)
 }
 

@@ -69,9 +69,9 @@ macro_rules! gemm_shader {
 pub(crate) use gemm_shader;
 
 pub(crate) const SHADERS: [[Shader; 3]; 3] = [
-    [gemm_shader!("gemm_bf16", "bf16", "ref"), gemm_shader!("gemm_bf16", "bf16", "gemv", "gemv_core"), gemm_shader!("gemm_bf16", "bf16", "tiled", "tile_entry", "tile")],
-    [gemm_shader!("gemm_e4m3", "e4m3", "ref"), gemm_shader!("gemm_e4m3", "e4m3", "gemv", "gemv_core"), gemm_shader!("gemm_e4m3", "e4m3", "tiled", "tile_entry", "tile")],
-    [gemm_shader!("gemm_e2m1", "e2m1", "ref"), gemm_shader!("gemm_e2m1", "e2m1", "gemv", "gemv_core"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "tile_entry", "tile")],
+    [gemm_shader!("gemm_bf16", "bf16", "ref", "w_one"), gemm_shader!("gemm_bf16", "bf16", "gemv", "w_one", "gemv_core"), gemm_shader!("gemm_bf16", "bf16", "tiled", "w_one", "tile_entry", "tile")],
+    [gemm_shader!("gemm_e4m3", "e4m3", "ref", "w_one", "ws_one"), gemm_shader!("gemm_e4m3", "e4m3", "gemv", "w_one", "ws_one", "gemv_core"), gemm_shader!("gemm_e4m3", "e4m3", "tiled", "w_one", "ws_one", "tile_entry", "tile")],
+    [gemm_shader!("gemm_e2m1", "e2m1", "ref", "w_one", "ws_one"), gemm_shader!("gemm_e2m1", "e2m1", "gemv", "w_one", "ws_one", "gemv_core"), gemm_shader!("gemm_e2m1", "e2m1", "tiled", "w_one", "ws_one", "tile_entry", "tile")],
 ];
 
 /// The MSL fast path for bf16 weights on Apple GPUs (the vision tower's MLP and the aligner): 64x64 threadgroup tiles over the whole output.
