@@ -223,3 +223,27 @@ fn work_the_device_refuses_is_an_error_at_the_next_wait_not_a_panic_and_the_devi
     let b = gpu.upload_pod(&[1u32, 2, 3, 4]).expect("upload");
     assert_eq!(gpu.read_u32(&b).expect("read")[..4], [1, 2, 3, 4]);
 }
+
+#[test]
+fn a_grouped_gemm_over_two_weight_buffers_refuses_entries_across_the_second_buffers_first_row_and_msl() {
+    use lockstep::gpu::{Arg, Lang, Recorder};
+    use lockstep::kernels::gemm::grouped::{record_grouped, table_words, GroupEntry, GroupedArgs, GroupedHi, GroupedTile};
+    use lockstep::kernels::gemm::WeightFormat;
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let (m, n, k) = (2, 64, 64);
+    let buf = |bytes: usize| gpu.upload(&vec![0u8; bytes]).expect("upload");
+    let (x, xs, w, w_hi, ws, out) = (buf(4 * m * k), buf(4 * m * k / 32), buf(n * k / 2), buf(n * k / 2), buf(2 * n * k / 32), buf(4 * m * n));
+    let hi = Some(GroupedHi { w: &w_hi, row: n, scale_byte: n * k / 32 });
+    let run = |entries: &[GroupEntry], lang: Lang| {
+        let table = gpu.upload_pod(&table_words(entries)).expect("table");
+        let a = GroupedArgs { fmt: WeightFormat::E2m1, m, k, x: &x, xs: Some(&xs), w: &w, ws: Some(Arg::Whole(&ws)), hi, out: &out, ldo: n, entries, table: &table, picks: &table, round: false };
+        record_grouped(&mut Recorder::new(&gpu), &a, GroupedTile::Blocks, lang, 0).err().map(|e| e.to_string()).unwrap_or_default()
+    };
+    assert_eq!(run(&[GroupEntry::rows(0, 0, m, 0, n), GroupEntry::rows(n, 0, m, 0, n)], Lang::Wgsl), "", "entries on either side of the first row record");
+    let err = run(&[GroupEntry::rows(n / 2, 0, m, 0, n)], Lang::Wgsl);
+    assert!(err.contains("straddles"), "an entry across the second buffer's first row is an error: {err}");
+    let err = run(&[GroupEntry::pick(0, 2, 0, 0, n / 3)], Lang::Wgsl);
+    assert!(err.contains("straddles"), "picks whose experts do not end at the second buffer's first row are an error: {err}");
+    let err = run(&[GroupEntry::rows(0, 0, m, 0, n)], Lang::Msl);
+    assert!(err.contains("WGSL only"), "a second weight buffer in MSL is an error: {err}");
+}
