@@ -247,3 +247,25 @@ fn a_grouped_gemm_over_two_weight_buffers_refuses_entries_across_the_second_buff
     let err = run(&[GroupEntry::rows(0, 0, m, 0, n)], Lang::Msl);
     assert!(err.contains("WGSL only"), "a second weight buffer in MSL is an error: {err}");
 }
+
+#[test]
+fn a_gated_linear_equals_two_linears_and_a_swiglu_on_both_executors_for_decode_and_prefill_rows() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+    let (gate, up) = ("layers.1.ffn.shared_experts.w1", "layers.1.ffn.shared_experts.w3");
+    for rows in [1, 4, 8, 9] {
+        let x = randn(rows, t.cfg.hidden_size, 40 + rows as u64);
+        let xc = c.upload(rows, t.cfg.hidden_size, &x).unwrap();
+        let (gc, uc) = (c.linear(&xc, gate, Out::Bf16).unwrap(), c.linear(&xc, up, Out::Bf16).unwrap());
+        let want = bits(&c.swiglu(&gc, &uc, None, 10.0).unwrap().data);
+        assert!(bits(&c.gated_linear(&xc, gate, up, 10.0).unwrap().data) == want, "cpu, {rows} rows");
+        let xg = g.upload(rows, t.cfg.hidden_size, &x).unwrap();
+        let a = g.gated_linear(&xg, gate, up, 10.0).expect("gpu gated linear");
+        assert!(bits(&g.read(&a).expect("read")) == want, "gpu, {rows} rows (one grouped GEMM up to 8 rows, two GEMMs past)");
+    }
+    let xg = g.upload(1, t.cfg.hidden_size, &randn(1, t.cfg.hidden_size, 3)).unwrap();
+    let err = g.gated_linear(&xg, gate, "layers.1.ffn.shared_experts.w9", 10.0).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("shared_experts.w9"), "a missing up projection is an error naming it: {err}");
+}

@@ -85,6 +85,12 @@ impl<E: Executor> Observer<E> for ByteCounter<'_> {
                 self.bytes.weights += self.module(module);
                 self.bytes.gemm_flops += self.gemm(module, x_rows);
             }
+            Reads::Linears { modules, x_rows } => {
+                for module in modules {
+                    self.bytes.weights += self.module(module);
+                    self.bytes.gemm_flops += self.gemm(module, x_rows);
+                }
+            }
             Reads::ModuleRows { module, rows: (lo, hi), x_rows } => {
                 let n = self.ckpt.get(&format!("{module}.weight")).and_then(|t| t.shape.first().copied()).unwrap_or(1).max(1) as u64;
                 self.bytes.weights += self.module(module) * (hi - lo) as u64 / n;

@@ -158,6 +158,12 @@ pub trait Executor {
     fn add(&mut self, a: &Self::Tensor, b: &Self::Tensor, out: Out) -> Result<Self::Tensor, ExecError>;
     /// Clamped SwiGLU `silu(min(g, limit)) * clamp(u, +-limit)`, times the row's weight `[S, 1]` when given, bf16 out.
     fn swiglu(&mut self, g: &Self::Tensor, u: &Self::Tensor, weights: Option<&Self::Tensor>, limit: f32) -> Result<Self::Tensor, ExecError>;
+    /// `swiglu(linear(x, gate), linear(x, up))` with bf16 at each, no row weights (a shared expert's first half).
+    fn gated_linear(&mut self, x: &Self::Tensor, gate: &str, up: &str, limit: f32) -> Result<Self::Tensor, ExecError> {
+        let g = self.linear(x, gate, Out::Bf16)?;
+        let u = self.linear(x, up, Out::Bf16)?;
+        self.swiglu(&g, &u, None, limit)
+    }
     /// Each value rounded to bf16.
     fn round_bf16(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
 

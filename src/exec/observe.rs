@@ -11,6 +11,8 @@ pub enum Reads<'a, T> {
     Module(&'a str),
     /// `module.weight` and its scale, times `x_rows` activation rows.
     Linear { module: &'a str, x_rows: usize },
+    /// Each of `modules`' weights and scales, times `x_rows` activation rows.
+    Linears { modules: &'a [&'a str], x_rows: usize },
     /// Rows `lo..hi` of `module.weight` and their scales, times `x_rows` activation rows.
     ModuleRows { module: &'a str, rows: (usize, usize), x_rows: usize },
     /// Whole named tensors.
@@ -137,6 +139,10 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     }
     fn swiglu(&mut self, g: &E::Tensor, u: &E::Tensor, weights: Option<&E::Tensor>, limit: f32) -> Result<E::Tensor, ExecError> {
         self.run("swiglu", Reads::Nothing, |e| e.swiglu(g, u, weights, limit))
+    }
+    fn gated_linear(&mut self, x: &E::Tensor, gate: &str, up: &str, limit: f32) -> Result<E::Tensor, ExecError> {
+        let x_rows = self.inner.dims(x).0;
+        self.run("gated_linear", Reads::Linears { modules: &[gate, up], x_rows }, |e| e.gated_linear(x, gate, up, limit))
     }
     fn round_bf16(&mut self, x: &E::Tensor) -> Result<E::Tensor, ExecError> {
         self.run("round_bf16", Reads::Nothing, |e| e.round_bf16(x))

@@ -5,7 +5,7 @@ use crate::exec::{shapes, ExecError, Out, Stack};
 use crate::gpu::{Arg, Buf, Lang};
 use crate::kernels::gemm::grouped::{self as gemm_grouped, GroupEntry, GroupedArgs, GroupedHi, GroupedTile, SMALL_ROWS, TILE_ROWS};
 use crate::kernels::gemm::{self, WeightFormat, GEMV_MAX_ROWS};
-use crate::kernels::moe;
+use crate::kernels::{moe, ops};
 use std::sync::Arc;
 
 /// Experts `e0..e1` of a stack in one buffer, their scales at a byte range of the stack's scale buffer.
@@ -26,12 +26,12 @@ pub(crate) struct ExpertStack {
     pub ws: Option<Buf>,
 }
 
-/// Stacks every matrix of `stack` the checkpoint holds, each checked like a dense GEMM weight and shaped like matrix 0.
-fn upload_stack(ex: &GpuExecutor, stack: &Stack<'_>) -> Result<ExpertStack, ExecError> {
-    let (fmt, n, k) = shapes::gemm_shape(ex.ckpt, &stack.module(0))?;
-    let experts = shapes::stack_len(ex.ckpt, stack);
+/// Stacks the matrices `modules` names, each checked like a dense GEMM weight and shaped like the first.
+fn upload_stack(ex: &GpuExecutor, modules: &[String]) -> Result<ExpertStack, ExecError> {
+    let (fmt, n, k) = shapes::gemm_shape(ex.ckpt, &modules[0])?;
+    let experts = modules.len();
     let (rb, sb) = (gemm::row_bytes(fmt, k), gemm::scale_bytes(fmt, n, k));
-    let bad = |e: usize, problem: String| ExecError::BadWeight { name: format!("{}.weight", stack.module(e)), problem };
+    let bad = |e: usize, problem: String| ExecError::BadWeight { name: format!("{}.weight", modules[e]), problem };
     if !k.is_multiple_of(32) || (fmt == WeightFormat::E4m3 && !n.is_multiple_of(32)) {
         return Err(bad(0, format!("[{n}, {k}] does not stack: K and (for fp8) N must be multiples of 32")));
     }
@@ -55,7 +55,7 @@ fn upload_stack(ex: &GpuExecutor, stack: &Stack<'_>) -> Result<ExpertStack, Exec
     for (e0, e1, at) in spans {
         let w = ex.gpu.alloc(((e1 - e0) * n * rb) as u64)?;
         for e in e0..e1 {
-            let spec = shapes::gemm_weight(ex.ckpt, &stack.module(e))?;
+            let spec = shapes::gemm_weight(ex.ckpt, &modules[e])?;
             if (spec.fmt, spec.n, spec.k) != (fmt, n, k) {
                 return Err(bad(e, format!("differs from matrix 0's {fmt:?} [{n}, {k}]")));
             }
@@ -79,7 +79,11 @@ fn spans(st: &ExpertStack, lang: Lang) -> Vec<(&StackPart, Option<&StackPart>)> 
 
 /// The uploaded stack, cached.
 fn expert_stack(ex: &mut GpuExecutor, stack: &Stack<'_>) -> Result<Arc<Weight>, ExecError> {
-    cached(ex, format!("{}#stack.{}", stack.prefix, stack.matrix), |ex| Ok(Weight::Experts(upload_stack(ex, stack)?)))
+    let modules: Vec<String> = (0..shapes::stack_len(ex.ckpt, stack)).map(|e| stack.module(e)).collect();
+    if modules.is_empty() {
+        return Err(ExecError::BadWeight { name: format!("{}.weight", stack.module(0)), problem: "missing: the stack has no matrices".into() });
+    }
+    cached(ex, format!("{}#stack.{}", stack.prefix, stack.matrix), |ex| Ok(Weight::Experts(upload_stack(ex, &modules)?)))
 }
 
 /// Uploads `stack` (so no timed call pays for it); returns its matrix count.
@@ -160,6 +164,32 @@ fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &
         record_span(ex, st, span, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }
     Ok(GpuTensor::new(y.buf, picks.rows, st.n))
+}
+
+/// `swiglu(x W_gate^T, x W_up^T)` for decode rows: one grouped GEMM over the two matrices stacked (the up projection's outputs a plane of rows below the gate's) and one swiglu binding both planes; None where the pair is not one stack part or a plane would not start where the device binds (the caller then runs them apart).
+pub(super) fn gated_linear(ex: &mut GpuExecutor, x: &GpuTensor, gate: &str, up: &str, limit: f32) -> Result<Option<GpuTensor>, ExecError> {
+    if x.rows > GEMV_MAX_ROWS {
+        return Ok(None);
+    }
+    let modules = [gate.to_string(), up.to_string()];
+    let w = cached(ex, format!("{gate}+{up}#pair"), |ex| Ok(Weight::Experts(upload_stack(ex, &modules)?)))?;
+    let Weight::Experts(st) = &*w else { return Err(ExecError::BadWeight { name: gate.into(), problem: "cached as another kind".into() }) };
+    let (m, n) = (x.rows, st.n);
+    let plane = (m * n * 4) as u64;
+    if st.parts.len() != 1 || st.k != x.cols || !plane.is_multiple_of(u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment)) {
+        return Ok(None);
+    }
+    ex.need("gated_linear", gemm_kernel(st.fmt))?;
+    ex.need("gated_linear", "swiglu")?;
+    let quant = act_values(ex, x, st.fmt)?;
+    let y = ex.out(2 * m, n)?;
+    let entries = [GroupEntry::rows(0, 0, m, 0, n), GroupEntry::rows(n, 0, m, m * n, n)];
+    let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
+    record_span(ex, st, (&st.parts[0], None), m, &quant, &y, true, &entries, &table, &table, GroupedTile::Blocks)?;
+    let rw = ex.ones(m)?;
+    let a = ex.out(m, n)?;
+    ops::record_swiglu_args(&mut ex.rec, [Arg::Range(&y.buf, 0, plane), Arg::Range(&y.buf, plane, plane)], &rw, &a.buf, m, n, limit, true, 0)?;
+    Ok(Some(a))
 }
 
 /// The activation a stack's kernels read: act_quant's (values, scales) for the scaled formats, `x` itself for bf16.

@@ -427,6 +427,16 @@ impl Executor for GpuExecutor<'_, '_> {
         go::swiglu(self, g, u, weights, limit)
     }
 
+    fn gated_linear(&mut self, x: &GpuTensor, gate: &str, up: &str, limit: f32) -> Result<GpuTensor, ExecError> {
+        match experts::gated_linear(self, x, gate, up, limit)? {
+            Some(a) => Ok(a),
+            None => {
+                let (g, u) = (self.linear(x, gate, Out::Bf16)?, self.linear(x, up, Out::Bf16)?);
+                self.swiglu(&g, &u, None, limit)
+            }
+        }
+    }
+
     fn round_bf16(&mut self, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
         go::round_out(self, x.clone(), Out::Bf16, 0)
     }

@@ -119,7 +119,7 @@ pub struct GroupedArgs<'a> {
     pub ws: Option<Arg<'a>>,
     /// A second weight buffer holding the rows from its `row` on, so one dispatch covers a stack split below the binding limit.
     pub hi: Option<GroupedHi<'a>>,
-    /// Output [m, ldo] f32.
+    /// Output f32, rows `ldo` apart (an entry's columns may start past `ldo`: a plane of later rows).
     pub out: &'a Buf,
     pub ldo: usize,
     /// The entries, and the same as table words on the device.
@@ -160,8 +160,9 @@ pub fn record_grouped(rec: &mut Recorder, a: &GroupedArgs, tile: GroupedTile, la
         return Err(bad(format!("{} entries (at most 65535), k {} (a multiple of 32), table of {} bytes", a.entries.len(), a.k, a.table.bytes)));
     }
     let max_rows = tile.max_rows();
-    if let Some(e) = a.entries.iter().find(|e| e.first + e.rows > a.m || e.col + e.cols > a.ldo || e.rows == 0 || e.cols == 0 || e.rows > max_rows || e.pick.is_some_and(|x| e.rows != 1 || x == 0 || x >= PICK as usize)) {
-        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, a pick of other than one row, or outside x rows {} or output columns {}", a.m, a.ldo)));
+    let out_words = (a.out.bytes / 4) as usize;
+    if let Some(e) = a.entries.iter().find(|e| e.rows == 0 || e.cols == 0 || e.first + e.rows > a.m || (e.first + e.rows - 1) * a.ldo + e.col + e.cols > out_words || e.rows > max_rows || e.pick.is_some_and(|x| e.rows != 1 || x == 0 || x >= PICK as usize)) {
+        return Err(bad(format!("entry {e:?}: empty, over {max_rows} rows, a pick of other than one row, outside x rows {}, or writing past the output's {out_words} words", a.m)));
     }
     if a.entries.iter().any(|e| e.pick.is_some()) && a.picks.bytes < 4 * a.entries.len() as u64 {
         return Err(bad(format!("{} entries with picks, a picks buffer of {} bytes", a.entries.len(), a.picks.bytes)));

@@ -108,9 +108,15 @@ pub fn rmsnorm(p: &RmsNorm, x: &[f32], w: &[f32]) -> Vec<f32> {
 
 /// Records clamped SwiGLU of g, u [m, f] with per-row weights rw [m] into a.
 pub fn record_swiglu(rec: &mut Recorder, g: &Buf, u: &Buf, rw: &Buf, a: &Buf, m: usize, f: usize, limit: f32, bf16_out: bool, control: u32) -> Result<(), GpuError> {
+    record_swiglu_args(rec, [Arg::Whole(g), Arg::Whole(u)], rw, a, m, f, limit, bf16_out, control)
+}
+
+/// `record_swiglu` with g and u bound as given (whole buffers or ranges of one).
+#[allow(clippy::too_many_arguments)]
+pub fn record_swiglu_args(rec: &mut Recorder, [g, u]: [Arg<'_>; 2], rw: &Buf, a: &Buf, m: usize, f: usize, limit: f32, bf16_out: bool, control: u32) -> Result<(), GpuError> {
     let grid = grid64(m * f);
     let params = [m as u32, f as u32, limit.to_bits(), u32::from(bf16_out), grid[0]];
-    rec.dispatch(&key(SWIGLU, control, &[]), &params, &[Arg::Whole(g), Arg::Whole(u), Arg::Whole(rw), Arg::Whole(a)], grid)
+    rec.dispatch(&key(SWIGLU, control, &[]), &params, &[g, u, Arg::Whole(rw), Arg::Whole(a)], grid)
 }
 
 /// Clamped SwiGLU on the CPU.

@@ -17,9 +17,7 @@ pub(super) fn moe<E: Executor>(ex: &mut E, m: &Model, l: usize, name: &str, x: &
     let (ids, w) = ex.moe_route(&logits, &format!("{f}.gate.bias"), bias_vl.as_deref(), image, &m.route(plan))?;
     tap(ex, taps, format!("{name}.ffn.gate_idx"), &ids)?;
     tap(ex, taps, format!("{name}.ffn.gate_w"), &w)?;
-    let g = ex.linear(x, &format!("{f}.shared_experts.w1"), Out::Bf16)?;
-    let u = ex.linear(x, &format!("{f}.shared_experts.w3"), Out::Bf16)?;
-    let a = ex.swiglu(&g, &u, None, limit)?;
+    let a = ex.gated_linear(x, &format!("{f}.shared_experts.w1"), &format!("{f}.shared_experts.w3"), limit)?;
     let shared = ex.linear(&a, &format!("{f}.shared_experts.w2"), Out::Bf16)?;
     let y = routed_experts(ex, x, &ids, &w, &shared, &format!("{f}.experts"), plan.n_routed_experts, limit)?;
     tap(ex, taps, format!("{name}.ffn.out"), &y)?;
