@@ -157,6 +157,7 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
         let (xt, it, wt, st) = (c.upload(rows, d, &x).unwrap(), c.upload(rows, k, &ids).unwrap(), c.upload(rows, k, &w).unwrap(), c.upload(rows, d, &shared).unwrap());
         let want = routed_experts(&mut c, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("cpu").data;
         let expert_bytes = t.ckpt.get(&format!("{prefix}.0.w1.weight")).expect("w1").bytes.len() as u64;
+        let mut counts = Vec::new();
         for split in [None, Some(2 * expert_bytes)] {
             let mut g = GpuExecutor::new(&gpu, &t.ckpt);
             if let Some(b) = split {
@@ -165,6 +166,10 @@ fn grouped_routed_experts_equal_the_oracle_for_few_and_many_rows_whole_and_split
             let (xt, it, wt, st) = (g.upload(rows, d, &x).unwrap(), g.upload(rows, k, &ids).unwrap(), g.upload(rows, k, &w).unwrap(), g.upload(rows, d, &shared).unwrap());
             let y = routed_experts(&mut g, &xt, &it, &wt, &st, prefix, experts, 10.0).expect("gpu routed experts");
             assert!(bits(&g.read(&y).expect("read")) == bits(&want), "routed experts, {rows} rows (gemv, small-tile and, with 90 rows on expert 0, 64-row tiles), binding limit {split:?}");
+            counts.push(g.dispatches());
+            if rows <= 8 && split.is_some() && !gpu.native_msl() {
+                assert_eq!(counts[1], counts[0] + 3, "{rows} rows: a stack in four parts takes two grouped GEMMs a matrix, two parts each");
+            }
             let waits = g.waits();
             let routes = g.route(&it, experts).expect("route");
             let table = g.dims(&routes.table);
