@@ -274,3 +274,23 @@ fn a_gated_linear_equals_two_linears_and_a_swiglu_on_both_executors_for_decode_a
     let err = g.gated_linear(&xg, gate, "layers.1.ffn.shared_experts.w9", 10.0).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("shared_experts.w9"), "a missing up projection is an error naming it: {err}");
 }
+
+#[test]
+fn msl_grouped_gemms_over_a_stack_in_parts_bind_each_parts_scales_as_a_range_and_equal_the_oracle() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::MetalEmu).expect("the MSL harness");
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let (d, k, experts) = (t.cfg.hidden_size, t.cfg.num_experts_per_tok, t.cfg.n_routed_experts);
+    let stack = Stack { prefix: "layers.1.ffn.experts", matrix: "w1" };
+    let expert_bytes = t.ckpt.get("layers.1.ffn.experts.0.w1.weight").expect("w1").bytes.len() as u64;
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt).split_at(3 * expert_bytes);
+    for rows in [1, 4] {
+        let x = randn(rows, d, 60 + rows as u64);
+        let picks: Vec<f32> = (0..rows * k).map(|i| ((i * 5 + 1) % experts) as f32).collect();
+        let (xc, pc) = (c.upload(rows, d, &x).unwrap(), c.upload(rows * k, 1, &picks).unwrap());
+        let want = bits(&c.grouped_linear(&xc, &stack, &pc, Out::Bf16).expect("cpu").data);
+        let (xg, pg) = (g.upload(rows, d, &x).unwrap(), g.upload(rows * k, 1, &picks).unwrap());
+        let y = g.grouped_linear(&xg, &stack, &pg, Out::Bf16).expect("metal-emu");
+        assert!(bits(&g.read(&y).expect("read")) == want, "metal-emu, {rows} rows over three parts of a stack");
+    }
+}
