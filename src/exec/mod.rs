@@ -160,9 +160,7 @@ pub trait Executor {
     fn swiglu(&mut self, g: &Self::Tensor, u: &Self::Tensor, weights: Option<&Self::Tensor>, limit: f32) -> Result<Self::Tensor, ExecError>;
     /// `swiglu(linear(x, gate), linear(x, up))` with bf16 at each, no row weights (a shared expert's first half).
     fn gated_linear(&mut self, x: &Self::Tensor, gate: &str, up: &str, limit: f32) -> Result<Self::Tensor, ExecError> {
-        let g = self.linear(x, gate, Out::Bf16)?;
-        let u = self.linear(x, up, Out::Bf16)?;
-        self.swiglu(&g, &u, None, limit)
+        gated_linear_apart(self, x, gate, up, limit)
     }
     /// Each value rounded to bf16.
     fn round_bf16(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
@@ -226,6 +224,13 @@ pub trait Executor {
     fn unfold_cells(&mut self, x: &Self::Tensor, grid_h: usize, grid_w: usize, cell: usize) -> Result<Self::Tensor, ExecError>;
     /// Bidirectional attention of q `[N, heads*hd]` over k, v `[M, heads*hd]` (every key, no sink, scale hd^-1/2); bf16 out.
     fn vit_attention(&mut self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, heads: usize) -> Result<Self::Tensor, ExecError>;
+}
+
+/// `gated_linear` as two linears and a swiglu (the CPU's way, and the GPU's where one grouped GEMM does not fit).
+pub fn gated_linear_apart<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, gate: &str, up: &str, limit: f32) -> Result<E::Tensor, ExecError> {
+    let g = ex.linear(x, gate, Out::Bf16)?;
+    let u = ex.linear(x, up, Out::Bf16)?;
+    ex.swiglu(&g, &u, None, limit)
 }
 
 /// `block_linear` group by group: the group's columns gathered (rows of x viewed `[S * groups, dg]`), one `linear_block` per group, then the rounding.

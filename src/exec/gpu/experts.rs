@@ -69,6 +69,11 @@ fn upload_stack(ex: &GpuExecutor, modules: &[String]) -> Result<ExpertStack, Exe
     Ok(ExpertStack { fmt, n, k, experts, parts, ws })
 }
 
+/// The experts a span of parts holds, from its first part's first.
+fn span_experts((p, q): (&StackPart, Option<&StackPart>)) -> std::ops::Range<usize> {
+    p.e0..q.map_or(p.e1, |q| q.e1)
+}
+
 /// The parts one grouped GEMM covers: two at a time in WGSL (the second bound beside the first), one at a time in MSL.
 fn spans(st: &ExpertStack, lang: Lang) -> Vec<(&StackPart, Option<&StackPart>)> {
     match lang {
@@ -114,8 +119,8 @@ pub(super) fn grouped_linear(ex: &mut GpuExecutor, x: &GpuTensor, stack: &Stack<
     let tiled = entries.iter().any(|e| e.rows > GEMV_MAX_ROWS);
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     for span in spans(st, lang) {
-        let (a, end) = (span.0, span.1.map_or(span.0.e1, |b| b.e1));
-        let mine = entries.iter().filter(|e| (a.e0..end).contains(&e.expert)).map(|e| (e.expert - a.e0, e.first, e.rows));
+        let held = span_experts(span);
+        let mine = entries.iter().filter(|e| held.contains(&e.expert)).map(|e| (e.expert - held.start, e.first, e.rows));
         let mut kinds = vec![(GroupedTile::Blocks, Vec::new()), (GroupedTile::Tiled, Vec::new()), (GroupedTile::Small, Vec::new())];
         for (expert, first, rows) in mine {
             for (tile, r0, n) in cover(rows, tiled, lang) {
@@ -158,8 +163,8 @@ fn picked_linear(ex: &mut GpuExecutor, x: &GpuTensor, st: &ExpertStack, picks: &
     let quant = act_values(ex, x, st.fmt)?;
     let lang = gemm_grouped::grouped_lang(ex.gpu.native_msl(), st.fmt, st.k);
     for span in spans(st, lang) {
-        let (a, end) = (span.0, span.1.map_or(span.0.e1, |b| b.e1));
-        let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(a.e0, end - a.e0, g / r, (g % r) * st.n, st.n)).collect();
+        let held = span_experts(span);
+        let entries: Vec<GroupEntry> = (0..picks.rows).map(|g| GroupEntry::pick(held.start, held.len(), g / r, (g % r) * st.n, st.n)).collect();
         let table = ex.const_words(&gemm_grouped::table_words(&entries))?;
         record_span(ex, st, span, x.rows, &quant, &y, out == Out::Bf16, &entries, &table, &picks.buf, GroupedTile::Blocks)?;
     }

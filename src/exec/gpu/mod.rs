@@ -430,10 +430,7 @@ impl Executor for GpuExecutor<'_, '_> {
     fn gated_linear(&mut self, x: &GpuTensor, gate: &str, up: &str, limit: f32) -> Result<GpuTensor, ExecError> {
         match experts::gated_linear(self, x, gate, up, limit)? {
             Some(a) => Ok(a),
-            None => {
-                let (g, u) = (self.linear(x, gate, Out::Bf16)?, self.linear(x, up, Out::Bf16)?);
-                self.swiglu(&g, &u, None, limit)
-            }
+            None => crate::exec::gated_linear_apart(self, x, gate, up, limit),
         }
     }
 
