@@ -294,3 +294,33 @@ fn msl_grouped_gemms_over_a_stack_in_parts_bind_each_parts_scales_as_a_range_and
         assert!(bits(&g.read(&y).expect("read")) == want, "metal-emu, {rows} rows over three parts of a stack");
     }
 }
+
+#[test]
+fn normed_linears_equal_two_linears_and_two_rmsnorms_on_both_executors_with_one_gemv_for_one_row() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let (d, eps) = (t.cfg.hidden_size, t.cfg.rms_norm_eps as f32);
+    let (a, b) = (["layers.0.attn.wq_a", "layers.0.attn.q_norm"], ["layers.0.attn.wkv", "layers.0.attn.kv_norm"]);
+    for rows in [1, 3] {
+        let x = randn(rows, d, 70 + rows as u64);
+        let xc = c.upload(rows, d, &x).unwrap();
+        let (qa, ka) = lockstep::exec::normed_linears_apart(&mut c, &xc, a, b, eps).expect("cpu apart");
+        let (qc, kc) = c.normed_linears(&xc, a, b, eps).expect("cpu");
+        assert!(bits(&qc.data) == bits(&qa.data) && bits(&kc.data) == bits(&ka.data), "cpu, {rows} rows");
+        let mut apart = GpuExecutor::new(&gpu, &t.ckpt);
+        let xa = apart.upload(rows, d, &x).unwrap();
+        let (qp, kp) = lockstep::exec::normed_linears_apart(&mut apart, &xa, a, b, eps).expect("gpu apart");
+        assert!(bits(&apart.read(&qp).expect("read")) == bits(&qa.data) && bits(&apart.read(&kp).expect("read")) == bits(&ka.data), "gpu apart, {rows} rows");
+        let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+        let xg = g.upload(rows, d, &x).unwrap();
+        let (qg, kg) = g.normed_linears(&xg, a, b, eps).expect("gpu");
+        assert!(bits(&g.read(&qg).expect("read")) == bits(&qa.data) && bits(&g.read(&kg).expect("read")) == bits(&ka.data), "gpu, {rows} rows");
+        let fewer = usize::from(rows == 1);
+        assert_eq!(g.dispatches() + fewer, apart.dispatches(), "{rows} rows: one GEMV over both weights for one row, two GEMVs past");
+    }
+    let xg = GpuExecutor::new(&gpu, &t.ckpt).upload(1, d, &randn(1, d, 5)).unwrap();
+    let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+    let err = g.normed_linears(&xg, a, ["layers.0.attn.wkv", "layers.0.attn.kv_norm9"], eps).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("kv_norm9"), "a missing norm is an error naming it: {err}");
+}

@@ -162,6 +162,10 @@ pub trait Executor {
     fn gated_linear(&mut self, x: &Self::Tensor, gate: &str, up: &str, limit: f32) -> Result<Self::Tensor, ExecError> {
         gated_linear_apart(self, x, gate, up, limit)
     }
+    /// `rmsnorm(linear(x, a[0]), a[1])` and `rmsnorm(linear(x, b[0]), b[1])`, bf16 at each (an attention's q and kv inputs).
+    fn normed_linears(&mut self, x: &Self::Tensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<(Self::Tensor, Self::Tensor), ExecError> {
+        normed_linears_apart(self, x, a, b, eps)
+    }
     /// Each value rounded to bf16.
     fn round_bf16(&mut self, x: &Self::Tensor) -> Result<Self::Tensor, ExecError>;
 
@@ -231,6 +235,14 @@ pub fn gated_linear_apart<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, gate:
     let g = ex.linear(x, gate, Out::Bf16)?;
     let u = ex.linear(x, up, Out::Bf16)?;
     ex.swiglu(&g, &u, None, limit)
+}
+
+/// `normed_linears` as two linears and two rmsnorms (the CPU's way, and the GPU's where one GEMV does not fit).
+pub fn normed_linears_apart<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<(E::Tensor, E::Tensor), ExecError> {
+    let ya = ex.linear(x, a[0], Out::Bf16)?;
+    let ya = ex.rmsnorm(&ya, a[1], eps, Out::Bf16)?;
+    let yb = ex.linear(x, b[0], Out::Bf16)?;
+    Ok((ya, ex.rmsnorm(&yb, b[1], eps, Out::Bf16)?))
 }
 
 /// `block_linear` group by group: the group's columns gathered (rows of x viewed `[S * groups, dg]`), one `linear_block` per group, then the rounding.

@@ -144,6 +144,13 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
         let x_rows = self.inner.dims(x).0;
         self.run("gated_linear", Reads::Linears { modules: &[gate, up], x_rows }, |e| e.gated_linear(x, gate, up, limit))
     }
+    fn normed_linears(&mut self, x: &E::Tensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<(E::Tensor, E::Tensor), ExecError> {
+        let x_rows = self.inner.dims(x).0;
+        self.obs.before(&mut self.inner, "normed_linears", Reads::Linears { modules: &[a[0], b[0]], x_rows })?;
+        self.obs.before(&mut self.inner, "normed_linears", Reads::Tensors(&[&format!("{}.weight", a[1]), &format!("{}.weight", b[1])]))?;
+        let (ya, yb) = self.inner.normed_linears(x, a, b, eps)?;
+        Ok((self.obs.after(&mut self.inner, "normed_linears", ya)?, self.obs.after(&mut self.inner, "normed_linears", yb)?))
+    }
     fn round_bf16(&mut self, x: &E::Tensor) -> Result<E::Tensor, ExecError> {
         self.run("round_bf16", Reads::Nothing, |e| e.round_bf16(x))
     }

@@ -434,6 +434,13 @@ impl Executor for GpuExecutor<'_, '_> {
         }
     }
 
+    fn normed_linears(&mut self, x: &GpuTensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<(GpuTensor, GpuTensor), ExecError> {
+        match go::normed_linears(self, x, a, b, eps)? {
+            Some(p) => Ok(p),
+            None => crate::exec::normed_linears_apart(self, x, a, b, eps),
+        }
+    }
+
     fn round_bf16(&mut self, x: &GpuTensor) -> Result<GpuTensor, ExecError> {
         go::round_out(self, x.clone(), Out::Bf16, 0)
     }

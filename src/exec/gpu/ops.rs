@@ -1,7 +1,7 @@
 //! The GPU executor's dense ops: weight upload and cache, GEMMs (act_quant first for fp8/fp4), RMSNorm, elementwise, SwiGLU, row copies.
 use crate::exec::gpu::{GpuExecutor, GpuTensor, Weight};
 use crate::exec::{shapes, ExecError, Executor, Out};
-use crate::gpu::Buf;
+use crate::gpu::{Arg, Buf};
 use crate::kernels::gemm::{self, GemmArgs, GemmVariant, WeightFormat};
 use crate::kernels::ops::{self, Elementwise, RmsNorm};
 use std::sync::Arc;
@@ -221,6 +221,56 @@ pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f3
     let y = ex.out(x.rows, x.cols)?;
     ops::record_rmsnorm(&mut ex.rec, &p, &x.buf, &w, &y.buf, 0)?;
     Ok(y)
+}
+
+/// `normed_linears` for one row: both weights as one GEMM weight (b's rows after a's), one GEMV, each norm binding its columns; None where the pair is not that (formats or depths differ, an fp8 block or the binding would straddle them, or several rows), and the caller runs them apart.
+pub(super) fn normed_linears(ex: &mut GpuExecutor, x: &GpuTensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<Option<(GpuTensor, GpuTensor)>, ExecError> {
+    if x.rows != 1 {
+        return Ok(None);
+    }
+    let key = format!("{}+{}#cat", a[0], b[0]);
+    if !ex.weights.contains_key(&key) {
+        let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a[0])?, shapes::gemm_weight(ex.ckpt, b[0])?);
+        let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment) as usize;
+        let whole = (sa.n + sb.n) * gemm::row_bytes(sa.fmt, sa.k);
+        if sa.fmt != sb.fmt || sa.k != sb.k || !sa.k.is_multiple_of(32) || !sa.n.is_multiple_of(32) || !(4 * sa.n).is_multiple_of(align) || !sb.n.is_multiple_of(4) || whole as u64 > ex.limit {
+            return Ok(None);
+        }
+    }
+    let w = cached(ex, key, |ex| Ok(Weight::Gemm(upload_cat(ex, a[0], b[0])?)))?;
+    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: a[0].into(), problem: "cached as another kind".into() }) };
+    shapes::linear(a[0], w.k, (x.rows, x.cols))?;
+    let y = ex.out(1, w.n)?;
+    if w.fmt == WeightFormat::Bf16 {
+        record_gemm(ex, w, (&x.buf, None), 1, &y, 0, true)?;
+    } else {
+        let (q, s) = act_quant(ex, x)?;
+        record_gemm(ex, w, (&q, Some(&s)), 1, &y, 0, true)?;
+    }
+    ex.need("rmsnorm", "rmsnorm")?;
+    let na = shapes::gemm_shape(ex.ckpt, a[0])?.1;
+    let mut out = Vec::with_capacity(2);
+    for (module, (c0, n)) in [(a[1], (0, na)), (b[1], (na, w.n - na))] {
+        let (nw, len) = values(ex, &format!("{module}.weight"))?;
+        shapes::rmsnorm(module, len, (1, n))?;
+        let o = ex.out(1, n)?;
+        let p = RmsNorm { m: 1, d: n, eps, bf16_out: true };
+        ops::record_rmsnorm_args(&mut ex.rec, &p, Arg::Range(&y.buf, 4 * c0 as u64, 4 * n as u64), &nw, &o.buf, 0)?;
+        out.push(o);
+    }
+    let kv = out.pop();
+    Ok(out.pop().zip(kv))
+}
+
+/// `a`'s and `b`'s weights (same format and depth, `a`'s rows a whole number of fp8 blocks) as one GEMM weight of one part, `b`'s rows after `a`'s.
+fn upload_cat(ex: &GpuExecutor, a: &str, b: &str) -> Result<GemmWeight, ExecError> {
+    let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a)?, shapes::gemm_weight(ex.ckpt, b)?);
+    let w = ex.gpu.upload(&[sa.w, sb.w].concat())?;
+    let s = match (sa.s, sb.s) {
+        (Some(x), Some(y)) => Some(ex.gpu.upload(&[x, y].concat())?),
+        _ => None,
+    };
+    Ok(GemmWeight { fmt: sa.fmt, n: sa.n + sb.n, k: sa.k, kp: sa.k, parts: vec![GemmPart { n0: 0, n: sa.n + sb.n, w, s }] })
 }
 
 /// `x * s` (a per-row scale of s on every row), then the output rounding.

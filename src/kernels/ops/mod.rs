@@ -84,8 +84,13 @@ impl RmsNorm {
 
 /// Records RMSNorm of x [m, d] with weight w [d] into y.
 pub fn record_rmsnorm(rec: &mut Recorder, p: &RmsNorm, x: &Buf, w: &Buf, y: &Buf, control: u32) -> Result<(), GpuError> {
+    record_rmsnorm_args(rec, p, Arg::Whole(x), w, y, control)
+}
+
+/// `record_rmsnorm` with x bound as given (a range of a larger buffer starting on 16 bytes).
+pub fn record_rmsnorm_args(rec: &mut Recorder, p: &RmsNorm, x: Arg, w: &Buf, y: &Buf, control: u32) -> Result<(), GpuError> {
     let params = [p.m as u32, p.d as u32, p.inv_d().to_bits(), p.eps.to_bits(), u32::from(p.bf16_out)];
-    rec.dispatch(&key(RMSNORM, control, &[]), &params, &[Arg::Whole(x), Arg::Whole(w), Arg::Whole(y), Arg::Whole(x)], [p.m as u32, 1, 1])
+    rec.dispatch(&key(RMSNORM, control, &[]), &params, &[x, Arg::Whole(w), Arg::Whole(y), x], [p.m as u32, 1, 1])
 }
 
 /// RMSNorm on the CPU.

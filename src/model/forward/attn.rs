@@ -20,13 +20,10 @@ pub(super) fn attention<E: Executor>(
     let plan = &m.plan[l];
     let a = format!("{}.attn", plan.prefix());
     let (eps, heads) = (m.eps(), cfg.num_attention_heads);
-    let qr = ex.linear(x, &format!("{a}.wq_a"), Out::Bf16)?;
-    let qr = ex.rmsnorm(&qr, &format!("{a}.q_norm"), eps, Out::Bf16)?;
+    let (qr, kv) = ex.normed_linears(x, [&format!("{a}.wq_a"), &format!("{a}.q_norm")], [&format!("{a}.wkv"), &format!("{a}.kv_norm")], eps)?;
     let q = ex.linear(&qr, &format!("{a}.wq_b"), Out::Bf16)?;
     let q = ex.rope(&q, ctx.cs(plan.rope), heads, false)?;
     tap(ex, taps, format!("L{l}.attn.q"), &q)?;
-    let kv = ex.linear(x, &format!("{a}.wkv"), Out::Bf16)?;
-    let kv = ex.rmsnorm(&kv, &format!("{a}.kv_norm"), eps, Out::Bf16)?;
     let kv = ex.rope(&kv, ctx.cs(plan.rope), 1, false)?;
     let kv = ex.qat(&kv, Qat::Fp8)?;
     tap(ex, taps, format!("L{l}.attn.kv"), &kv)?;

@@ -119,13 +119,10 @@ pub fn draft_batch<E: Executor>(ex: &mut E, m: &Model, inputs: &[DraftInput<'_, 
         let x = ex.rmsnorm(&x, &format!("{p}.attn_norm"), eps, Out::Bf16)?;
         tap(ex, taps, format!("{name}.attn.x"), &x)?;
         let a = format!("{p}.attn");
-        let qr = ex.linear(&x, &format!("{a}.wq_a"), Out::Bf16)?;
-        let qr = ex.rmsnorm(&qr, &format!("{a}.q_norm"), eps, Out::Bf16)?;
+        let (qr, kv) = ex.normed_linears(&x, [&format!("{a}.wq_a"), &format!("{a}.q_norm")], [&format!("{a}.wkv"), &format!("{a}.kv_norm")], eps)?;
         let q = ex.linear(&qr, &format!("{a}.wq_b"), Out::Bf16)?;
         let q = ex.rope(&q, &cs, heads, false)?;
         tap(ex, taps, format!("{name}.attn.q"), &q)?;
-        let kv = ex.linear(&x, &format!("{a}.wkv"), Out::Bf16)?;
-        let kv = ex.rmsnorm(&kv, &format!("{a}.kv_norm"), eps, Out::Bf16)?;
         let kv = ex.rope(&kv, &cs, 1, false)?;
         let kv = ex.qat(&kv, Qat::Fp8)?;
         tap(ex, taps, format!("{name}.attn.kv"), &kv)?;
