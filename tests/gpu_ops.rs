@@ -324,3 +324,32 @@ fn normed_linears_equal_two_linears_and_two_rmsnorms_on_both_executors_with_one_
     let err = g.normed_linears(&xg, a, ["layers.0.attn.wkv", "layers.0.attn.kv_norm9"], eps).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("kv_norm9"), "a missing norm is an error naming it: {err}");
 }
+
+#[test]
+fn pooled_linears_equal_two_linears_and_a_compress_pool_on_both_executors_with_one_gemv_for_one_row() {
+    let t = tiny();
+    let gpu = Gpu::open(&DeviceChoice::Default).expect("a GPU adapter (lavapipe in CI)");
+    let mut c = CpuExecutor::new(&t.ckpt);
+    let (d, hd) = (t.cfg.hidden_size, t.cfg.head_dim);
+    for (layer, rows, pending) in [(2, 1, 0), (2, 1, 1), (2, 3, 1)] {
+        let m = [format!("layers.{layer}.attn.compressor.wkv"), format!("layers.{layer}.attn.compressor.wgate")];
+        let m = [m[0].as_str(), m[1].as_str()];
+        let (x, held) = (randn(rows, d, 80 + layer as u64), randn(1, 2 * hd, 90 + layer as u64));
+        let xc = c.upload(rows, d, &x).unwrap();
+        let mut pc = c.upload(1, 2 * hd, &held).unwrap();
+        let want = lockstep::exec::pooled_linears_apart(&mut c, &xc, m, &mut pc, pending, 2).expect("cpu apart");
+        let want = (bits(&want.data), bits(&pc.data));
+        let mut pc = c.upload(1, 2 * hd, &held).unwrap();
+        let got = c.pooled_linears(&xc, m, &mut pc, pending, 2).expect("cpu");
+        assert!((bits(&got.data), bits(&pc.data)) == want, "cpu, layer {layer}, {rows} rows");
+        let mut counts = Vec::new();
+        for fused in [false, true] {
+            let mut g = GpuExecutor::new(&gpu, &t.ckpt);
+            let (xg, mut pg) = (g.upload(rows, d, &x).unwrap(), g.upload(1, 2 * hd, &held).unwrap());
+            let y = if fused { g.pooled_linears(&xg, m, &mut pg, pending, 2) } else { lockstep::exec::pooled_linears_apart(&mut g, &xg, m, &mut pg, pending, 2) }.expect("gpu");
+            assert!((bits(&g.read(&y).expect("read")), bits(&g.read(&pg).expect("read"))) == want, "gpu, layer {layer}, {rows} rows, fused {fused}: pooled rows and the partial group");
+            counts.push(g.dispatches());
+        }
+        assert_eq!(counts[1] + usize::from(rows == 1), counts[0], "layer {layer}, {rows} rows: one GEMV over both weights for one row, two past");
+    }
+}

@@ -185,6 +185,10 @@ pub trait Executor {
 
     /// Ratio-r gated pooling: the `pending` buffered rows of `partial` (`[r-1, 2*hd]`: k then g), then this call's `k`, `g` rows; returns the complete groups' latents `[G, hd]` (bf16) and leaves the remainder in `partial` (rest zero).
     fn compress_pool(&mut self, k: &Self::Tensor, g: &Self::Tensor, partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError>;
+    /// `compress_pool(linear(x, m[0]), linear(x, m[1]), ...)` with f32 linears (a compressor's wkv and wgate).
+    fn pooled_linears(&mut self, x: &Self::Tensor, m: [&str; 2], partial: &mut Self::Tensor, pending: usize, ratio: usize) -> Result<Self::Tensor, ExecError> {
+        pooled_linears_apart(self, x, m, partial, pending, ratio)
+    }
     /// Appends rows to a growing cache (packing them into a packed cache, whose values they must be exact in).
     fn append_rows(&mut self, cache: &mut Self::Tensor, rows: &Self::Tensor) -> Result<(), ExecError>;
     /// An empty cache of rows of `cols` values exact in `kind`'s format, kept packed (`kernels::state`: 288 bytes a 512-value fp4 row, 68 a 128-value index key), with room for `capacity` rows; `append_rows` packs into it and `read` unpacks.
@@ -243,6 +247,13 @@ pub fn normed_linears_apart<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, a: 
     let ya = ex.rmsnorm(&ya, a[1], eps, Out::Bf16)?;
     let yb = ex.linear(x, b[0], Out::Bf16)?;
     Ok((ya, ex.rmsnorm(&yb, b[1], eps, Out::Bf16)?))
+}
+
+/// `pooled_linears` as two linears and a compress_pool (the CPU's way, and the GPU's where one GEMV does not fit).
+pub fn pooled_linears_apart<E: Executor + ?Sized>(ex: &mut E, x: &E::Tensor, m: [&str; 2], partial: &mut E::Tensor, pending: usize, ratio: usize) -> Result<E::Tensor, ExecError> {
+    let k = ex.linear(x, m[0], Out::F32)?;
+    let g = ex.linear(x, m[1], Out::F32)?;
+    ex.compress_pool(&k, &g, partial, pending, ratio)
 }
 
 /// `block_linear` group by group: the group's columns gathered (rows of x viewed `[S * groups, dg]`), one `linear_block` per group, then the rounding.

@@ -175,6 +175,10 @@ impl<E: Executor, O: Observer<E>> Executor for Observed<E, O> {
     fn compress_pool(&mut self, k: &E::Tensor, g: &E::Tensor, partial: &mut E::Tensor, pending: usize, ratio: usize) -> Result<E::Tensor, ExecError> {
         self.run("compress_pool", Reads::Nothing, |e| e.compress_pool(k, g, partial, pending, ratio))
     }
+    fn pooled_linears(&mut self, x: &E::Tensor, m: [&str; 2], partial: &mut E::Tensor, pending: usize, ratio: usize) -> Result<E::Tensor, ExecError> {
+        let x_rows = self.inner.dims(x).0;
+        self.run("pooled_linears", Reads::Linears { modules: &m, x_rows }, |e| e.pooled_linears(x, m, partial, pending, ratio))
+    }
     fn append_rows(&mut self, cache: &mut E::Tensor, rows: &E::Tensor) -> Result<(), ExecError> {
         self.inner.append_rows(cache, rows)
     }

@@ -1,7 +1,7 @@
 //! The GPU executor's ops on the hc, engram, rope, qat, compressor, indexer, attention and router kernel families.
 use crate::exec::gpu::{GpuExecutor, GpuTensor};
 use crate::exec::gpu::ops::values;
-use crate::gpu::Lang;
+use crate::gpu::{Arg, Lang};
 use crate::kernels::attention::{self, split, AttnDims};
 use crate::kernels::{compressor, engram, hc, indexer, moe, qat as qat_op, rope as rope_op};
 use crate::exec::{shapes, AttnInputs, EngramGate, ExecError, HcParams, HcSite, Qat, RouteParams};
@@ -91,6 +91,20 @@ pub(super) fn compress_pool(ex: &mut GpuExecutor, k: &GpuTensor, g: &GpuTensor, 
     let pooled = ex.out(compressor::pool_groups(k.rows, pending_rows, ratio), hd)?;
     compressor::record_compress_pool(&mut ex.rec, &k.buf, &g.buf, &partial.buf, &pooled.buf, k.rows, hd, pending_rows, ratio, 0)?;
     Ok(pooled)
+}
+
+/// `pooled_linears` for one row: k and g from one GEMV over both weights (`ops::cat_gemv`), bound as ranges of its output; None where that does not apply.
+pub(super) fn pooled_linears(ex: &mut GpuExecutor, x: &GpuTensor, m: [&str; 2], partial: &mut GpuTensor, pending_rows: usize, ratio: usize) -> Result<Option<GpuTensor>, ExecError> {
+    let Some((y, hd)) = super::ops::cat_gemv(ex, x, m[0], m[1], false)? else { return Ok(None) };
+    if y.cols != 2 * hd {
+        return Err(ExecError::BadWeight { name: format!("{}.weight", m[1]), problem: format!("{} outputs, {} has {hd}", y.cols - hd, m[0]) });
+    }
+    shapes::compress_pool((1, hd), (1, hd), (partial.rows, partial.cols), pending_rows, ratio)?;
+    ex.need("compress_pool", "compress_pool")?;
+    let pooled = ex.out(compressor::pool_groups(1, pending_rows, ratio), hd)?;
+    let b = 4 * hd as u64;
+    compressor::record_compress_pool_args(&mut ex.rec, [Arg::Range(&y.buf, 0, b), Arg::Range(&y.buf, b, b)], &partial.buf, &pooled.buf, 1, hd, pending_rows, ratio, 0)?;
+    Ok(Some(pooled))
 }
 
 /// Visible key counts as u32 words.

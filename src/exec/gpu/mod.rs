@@ -474,6 +474,16 @@ impl Executor for GpuExecutor<'_, '_> {
         gm::compress_pool(self, k, g, partial, pending, ratio)
     }
 
+    fn pooled_linears(&mut self, x: &GpuTensor, m: [&str; 2], partial: &mut GpuTensor, pending: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
+        match gm::pooled_linears(self, x, m, partial, pending, ratio)? {
+            Some(p) => {
+                self.quant.clear();
+                Ok(p)
+            }
+            None => crate::exec::pooled_linears_apart(self, x, m, partial, pending, ratio),
+        }
+    }
+
     fn append_rows(&mut self, cache: &mut GpuTensor, rows: &GpuTensor) -> Result<(), ExecError> {
         self.quant.clear();
         gr::append_rows(self, cache, rows)

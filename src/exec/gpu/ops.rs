@@ -223,34 +223,12 @@ pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f3
     Ok(y)
 }
 
-/// `normed_linears` for one row: both weights as one GEMM weight (b's rows after a's), one GEMV, each norm binding its columns; None where the pair is not that (formats or depths differ, an fp8 block or the binding would straddle them, or several rows), and the caller runs them apart.
+/// `normed_linears` for one row: one GEMV over both weights (`cat_gemv`), each norm binding its columns of the output; None where `cat_gemv` does not apply (the caller runs them apart).
 pub(super) fn normed_linears(ex: &mut GpuExecutor, x: &GpuTensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<Option<(GpuTensor, GpuTensor)>, ExecError> {
-    if x.rows != 1 {
-        return Ok(None);
-    }
-    let key = format!("{}+{}#cat", a[0], b[0]);
-    if !ex.weights.contains_key(&key) {
-        let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a[0])?, shapes::gemm_weight(ex.ckpt, b[0])?);
-        let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment) as usize;
-        let whole = (sa.n + sb.n) * gemm::row_bytes(sa.fmt, sa.k);
-        if sa.fmt != sb.fmt || sa.k != sb.k || !sa.k.is_multiple_of(32) || !sa.n.is_multiple_of(32) || !(4 * sa.n).is_multiple_of(align) || !sb.n.is_multiple_of(4) || whole as u64 > ex.limit {
-            return Ok(None);
-        }
-    }
-    let w = cached(ex, key, |ex| Ok(Weight::Gemm(upload_cat(ex, a[0], b[0])?)))?;
-    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: a[0].into(), problem: "cached as another kind".into() }) };
-    shapes::linear(a[0], w.k, (x.rows, x.cols))?;
-    let y = ex.out(1, w.n)?;
-    if w.fmt == WeightFormat::Bf16 {
-        record_gemm(ex, w, (&x.buf, None), 1, &y, 0, true)?;
-    } else {
-        let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, (&q, Some(&s)), 1, &y, 0, true)?;
-    }
+    let Some((y, na)) = cat_gemv(ex, x, a[0], b[0], true)? else { return Ok(None) };
     ex.need("rmsnorm", "rmsnorm")?;
-    let na = shapes::gemm_shape(ex.ckpt, a[0])?.1;
     let mut out = Vec::with_capacity(2);
-    for (module, (c0, n)) in [(a[1], (0, na)), (b[1], (na, w.n - na))] {
+    for (module, (c0, n)) in [(a[1], (0, na)), (b[1], (na, y.cols - na))] {
         let (nw, len) = values(ex, &format!("{module}.weight"))?;
         shapes::rmsnorm(module, len, (1, n))?;
         let o = ex.out(1, n)?;
@@ -260,6 +238,33 @@ pub(super) fn normed_linears(ex: &mut GpuExecutor, x: &GpuTensor, a: [&str; 2], 
     }
     let kv = out.pop();
     Ok(out.pop().zip(kv))
+}
+
+/// One row through `a` and `b` (same format and depth) as one GEMV over both weights, b's rows after a's: the output `[1, n_a + n_b]` and n_a; None for several rows, or where an fp8 block or a binding offset would straddle the two.
+pub(super) fn cat_gemv(ex: &mut GpuExecutor, x: &GpuTensor, a: &str, b: &str, round: bool) -> Result<Option<(GpuTensor, usize)>, ExecError> {
+    if x.rows != 1 {
+        return Ok(None);
+    }
+    let key = format!("{a}+{b}#cat");
+    if !ex.weights.contains_key(&key) {
+        let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a)?, shapes::gemm_weight(ex.ckpt, b)?);
+        let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment) as usize;
+        let whole = (sa.n + sb.n) * gemm::row_bytes(sa.fmt, sa.k);
+        if sa.fmt != sb.fmt || sa.k != sb.k || !sa.k.is_multiple_of(32) || !sa.n.is_multiple_of(32) || !(4 * sa.n).is_multiple_of(align) || !sb.n.is_multiple_of(4) || whole as u64 > ex.limit {
+            return Ok(None);
+        }
+    }
+    let w = cached(ex, key, |ex| Ok(Weight::Gemm(upload_cat(ex, a, b)?)))?;
+    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: a.into(), problem: "cached as another kind".into() }) };
+    shapes::linear(a, w.k, (x.rows, x.cols))?;
+    let y = ex.out(1, w.n)?;
+    if w.fmt == WeightFormat::Bf16 {
+        record_gemm(ex, w, (&x.buf, None), 1, &y, 0, round)?;
+    } else {
+        let (q, s) = act_quant(ex, x)?;
+        record_gemm(ex, w, (&q, Some(&s)), 1, &y, 0, round)?;
+    }
+    Ok(Some((y, shapes::gemm_shape(ex.ckpt, a)?.1)))
 }
 
 /// `a`'s and `b`'s weights (same format and depth, `a`'s rows a whole number of fp8 blocks) as one GEMM weight of one part, `b`'s rows after `a`'s.

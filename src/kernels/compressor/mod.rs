@@ -33,12 +33,18 @@ pub fn pool_groups(s: usize, pending: usize, ratio: usize) -> usize {
 /// Records ratio-r gated pooling of one call: k, g [s, hd] f32 this call's rows; partial [ratio-1, 2*hd] (k then g per buffered row, the first `pending` valid) is updated in place to the remainder (rest zero); pooled [pool_groups(s, pending, ratio), hd] gets the complete groups' latents (bf16 values); with ratio 1 partial is unused (any buffer).
 #[allow(clippy::too_many_arguments)]
 pub fn record_compress_pool(rec: &mut Recorder, k: &Buf, g: &Buf, partial: &Buf, pooled: &Buf, s: usize, hd: usize, pending: usize, ratio: usize, control: u32) -> Result<(), GpuError> {
+    record_compress_pool_args(rec, [Arg::Whole(k), Arg::Whole(g)], partial, pooled, s, hd, pending, ratio, control)
+}
+
+/// `record_compress_pool` with k and g bound as given (ranges of one buffer).
+#[allow(clippy::too_many_arguments)]
+pub fn record_compress_pool_args(rec: &mut Recorder, [k, g]: [Arg; 2], partial: &Buf, pooled: &Buf, s: usize, hd: usize, pending: usize, ratio: usize, control: u32) -> Result<(), GpuError> {
     if ratio == 0 || pending >= ratio || hd == 0 {
         return Err(GpuError::Shader { kernel: "compress_pool/ref".into(), message: format!("ratio {ratio}, pending {pending}, hd {hd}") });
     }
     let groups = pool_groups(s, pending, ratio);
     let params = |g0: u32| [s as u32, hd as u32, pending as u32, ratio as u32, groups as u32, g0];
-    let args = [Arg::Whole(k), Arg::Whole(g), Arg::Whole(partial), Arg::Whole(pooled)];
+    let args = [k, g, Arg::Whole(partial), Arg::Whole(pooled)];
     if groups > 0 {
         let grid = grid64(groups * hd);
         let key = PipelineKey::new(COMPRESS_POOL, &[("CARRY", 0.0), ("CONTROL", f64::from(control))]);

@@ -100,17 +100,25 @@ fn compress<E: Executor>(
     let buffered = layers.iter().all(|s| s[l].comp.as_ref().is_some_and(|cc| cc.partial.is_some()));
     let (mut pooled, mut groups, mut positions) = (Vec::new(), Vec::new(), Vec::new());
     let all = if buffered {
-        let k = ex.linear(x, &format!("{c}.wkv"), Out::F32)?;
-        let g = ex.linear(x, &format!("{c}.wgate"), Out::F32)?;
+        let (wkv, wgate) = (format!("{c}.wkv"), format!("{c}.wgate"));
+        // One sequence that keeps no journal pools its rows in one op; otherwise the linears run once over every row.
+        let alone = matches!(&ctx.seqs[..], [sc] if !sc.journal && sc.row == 0 && ex.dims(x).0 == sc.len);
+        let kg = if alone { None } else { Some((ex.linear(x, &wkv, Out::F32)?, ex.linear(x, &wgate, Out::F32)?)) };
         for (st, sc) in layers.iter_mut().zip(&ctx.seqs) {
             let comp = st[l].comp.as_mut().ok_or_else(|| ForwardError::Input(format!("layer {l}: no compressed caches")))?;
             let (r, end) = (comp.ratio, sc.start + sc.len);
             let (first, n) = (sc.start / r, end / r - sc.start / r);
-            let (ki, gi) = (part(ex, &k, sc.row, sc.len)?, part(ex, &g, sc.row, sc.len)?);
             let partial = comp.partial.as_mut().ok_or_else(|| ForwardError::Input(format!("layer {l}: no partial group")))?;
-            let p = ex.compress_pool(ki.get(), gi.get(), partial, comp.pending, r)?;
+            let (p, journal) = match &kg {
+                None => (ex.pooled_linears(x, [&wkv, &wgate], partial, comp.pending, r)?, None),
+                Some((k, g)) => {
+                    let (ki, gi) = (part(ex, k, sc.row, sc.len)?, part(ex, g, sc.row, sc.len)?);
+                    let p = ex.compress_pool(ki.get(), gi.get(), partial, comp.pending, r)?;
+                    (p, if sc.journal { Some((ki.owned(ex)?, gi.owned(ex)?)) } else { None })
+                }
+            };
             comp.pending = end % r;
-            comp.journal = if sc.journal { Some((ki.owned(ex)?, gi.owned(ex)?)) } else { None };
+            comp.journal = journal;
             if n > 0 {
                 pooled.push(p);
             }
