@@ -82,13 +82,15 @@ fn spans(st: &ExpertStack, lang: Lang) -> Vec<(&StackPart, Option<&StackPart>)> 
     }
 }
 
-/// The uploaded stack, cached.
+/// The uploaded stack, cached (its matrices are looked up only on the first call).
 fn expert_stack(ex: &mut GpuExecutor, stack: &Stack<'_>) -> Result<Arc<Weight>, ExecError> {
-    let modules: Vec<String> = (0..shapes::stack_len(ex.ckpt, stack)).map(|e| stack.module(e)).collect();
-    if modules.is_empty() {
-        return Err(ExecError::BadWeight { name: format!("{}.weight", stack.module(0)), problem: "missing: the stack has no matrices".into() });
-    }
-    cached(ex, format!("{}#stack.{}", stack.prefix, stack.matrix), |ex| Ok(Weight::Experts(upload_stack(ex, &modules)?)))
+    cached(ex, format!("{}#stack.{}", stack.prefix, stack.matrix), |ex| {
+        let modules: Vec<String> = (0..shapes::stack_len(ex.ckpt, stack)).map(|e| stack.module(e)).collect();
+        if modules.is_empty() {
+            return Err(ExecError::BadWeight { name: format!("{}.weight", stack.module(0)), problem: "missing: the stack has no matrices".into() });
+        }
+        Ok(Weight::Experts(upload_stack(ex, &modules)?))
+    })
 }
 
 /// Uploads `stack` (so no timed call pays for it); returns its matrix count.
