@@ -34,7 +34,7 @@ pub struct ForwardArgs {
     /// Sequences of the multi-row decode measurement (one decode row each, all in one forward).
     #[arg(long, default_value_t = 4)]
     pub rows: usize,
-    /// Also time every dispatch of one prefill and one decode step and print each kernel's share.
+    /// Also time every dispatch of one prefill, one decode step and one multi-row decode round, and print each kernel's share.
     #[arg(long)]
     pub profile: bool,
     /// With `--profile`, also print the decode step's dispatches one by one, in order, with their workgroups.
@@ -218,7 +218,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     let busy = t1.wall * 1e3 - phase("wait") - phase("read");
     writeln!(out, "decode rows=1 per step (mean): {} for {} layers; host work {busy:.3} ms (wall less wait and read), device {:.3} ms", counts.join(", "), cfg.num_hidden_layers, t1.device * 1e3)?;
     let rows = args.rows.max(1);
-    let (tr, bytes_r) = decode_rows(&mut s, &model, context, reps, rows)?;
+    let (tr, bytes_r, rows_profile) = decode_rows(&mut s, &model, context, reps, rows, args.profile && rows > 1)?;
     writeln!(out, "decode rows={rows} context={context} seqs={rows} reps={reps}: one forward of {rows} sequences' decode rows, {}, {:.2} tok/s", ms(tr), rows as f64 / tr.wall)?;
     if let Some(w) = args.drafts {
         for n in [1, rows] {
@@ -238,6 +238,7 @@ pub fn run(args: &ForwardArgs, out: &mut dyn Write) -> Result<()> {
     state_line(&s, need, out)?;
     if args.profile {
         profile(&mut s, &model, context, args, out)?;
+        rows_profile.iter().try_for_each(|l| writeln!(out, "{l}"))?;
     }
     Ok(())
 }
@@ -275,24 +276,28 @@ fn profile(s: &mut Bench, model: &Model, context: usize, args: &ForwardArgs, out
         if ids.len() > 1 {
             fresh(s)?;
         }
-        s.ex.inner.start_profile();
-        let (t, _) = timed_call(s, &ids)?;
-        let prof = s.ex.inner.take_profile()?;
-        let total: f64 = prof.values().map(|k| k.seconds).sum();
-        let mut rows: Vec<_> = prof.into_iter().collect();
-        rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
-        writeln!(out, "profile {what}: {:.3} ms device in {} dispatches, each in its own timed pass ({:.3} ms wall)", total * 1e3, rows.iter().map(|r| r.1.dispatches).sum::<usize>(), t.wall * 1e3)?;
-        for (k, v) in rows {
-            writeln!(out, "  {k:<30} {:>5} dispatches {:>9.3} ms {:>5.1}%", v.dispatches, v.seconds * 1e3, 100.0 * v.seconds / total.max(1e-12))?;
-        }
-        let trace = s.ex.inner.take_trace();
-        if args.trace && ids.len() == 1 {
-            for (i, (label, g, secs)) in trace.iter().enumerate() {
-                writeln!(out, "  trace {i:>4} {label:<30} {:>6}x{}x{} {:>9.1} us", g[0], g[1], g[2], secs * 1e6)?;
-            }
-        }
+        let trace = args.trace && ids.len() == 1;
+        let lines = profiled(s, &what, trace, |s| Ok(timed_call(s, &ids)?.0))?;
+        lines.iter().try_for_each(|l| writeln!(out, "{l}"))?;
     }
     Ok(())
+}
+
+/// Runs `f` with every dispatch in its own timed pass and returns the kernels' lines, slowest first, and the dispatches in order when `trace`.
+fn profiled(s: &mut Bench, what: &str, trace: bool, f: impl FnOnce(&mut Bench) -> Result<Timing>) -> Result<Vec<String>> {
+    s.ex.inner.start_profile();
+    let t = f(s)?;
+    let prof = s.ex.inner.take_profile()?;
+    let total: f64 = prof.values().map(|k| k.seconds).sum();
+    let mut rows: Vec<_> = prof.into_iter().collect();
+    rows.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+    let mut lines = vec![format!("profile {what}: {:.3} ms device in {} dispatches, each in its own timed pass ({:.3} ms wall)", total * 1e3, rows.iter().map(|r| r.1.dispatches).sum::<usize>(), t.wall * 1e3)];
+    lines.extend(rows.iter().map(|(k, v)| format!("  {k:<30} {:>5} dispatches {:>9.3} ms {:>5.1}%", v.dispatches, v.seconds * 1e3, 100.0 * v.seconds / total.max(1e-12))));
+    let steps = s.ex.inner.take_trace();
+    if trace {
+        lines.extend(steps.iter().enumerate().map(|(i, (label, g, secs))| format!("  trace {i:>4} {label:<30} {:>6}x{}x{} {:>9.1} us", g[0], g[1], g[2], secs * 1e6)));
+    }
+    Ok(lines)
 }
 
 /// Prefills `context` tokens into a fresh sequence of seed `seq` and frees the prefill's scratch buffers; returns the greedy next token.
@@ -378,8 +383,8 @@ fn bandwidth_line(what: &str, bytes: &StepBytes, t: Timing, copy: f64, read: f64
     )
 }
 
-/// Median timing of one forward that decodes one row of each of `rows` sequences, and the bytes one more (counted) such forward read.
-fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize) -> Result<(Timing, StepBytes)> {
+/// Median timing of one forward that decodes one row of each of `rows` sequences, the bytes one more (counted) such forward read, and with `profile` the kernels' lines of one more.
+fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: usize, profile: bool) -> Result<(Timing, StepBytes, Vec<String>)> {
     let mut seqs = Vec::new();
     for r in 0..rows {
         let tok = prefill_context(s, model, context, 10 + r as u64)?;
@@ -401,10 +406,11 @@ fn decode_rows(s: &mut Bench, model: &Model, context: usize, reps: usize, rows: 
         seqs.iter_mut().zip(&logits).for_each(|((_, tok), l)| tok[0] = argmax(l));
     }
     let (_, bytes) = counted(s, |s| round(s, &seqs))?;
+    let lines = if profile { profiled(s, &format!("decode rows={rows} context={context}"), false, |s| Ok(timed(s, |s| round(s, &seqs))?.0))? } else { Vec::new() };
     for (id, _) in seqs {
         s.engine.remove(id)?;
     }
-    Ok((medians(&times), bytes))
+    Ok((medians(&times), bytes, lines))
 }
 
 /// Median timings of a verify round (each of `n` sequences feeds its next token and `w` drafts, all rows' logits read, then the window rewound to its first row) and of one draft pass over the `n` sequences.

@@ -73,6 +73,8 @@ pub(crate) enum Weight {
     Table { buf: Buf },
     /// Every routed expert's `[n, k]` weight of one matrix, stacked by expert id.
     Experts(crate::exec::gpu::experts::ExpertStack),
+    /// Two GEMM weights of one input as one, the first's rows before the second's, and the first's row count; None where they do not join.
+    Cat(Option<(go::GemmWeight, usize)>),
 }
 
 /// The GPU executor over one opened device and one checkpoint.

@@ -180,14 +180,19 @@ pub(crate) fn linear_spare(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ou
     let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: module.into(), problem: "not a GEMM weight".into() }) };
     shapes::linear(module, w.k, (x.rows, x.cols))?;
     let y = ex.out_spare(x.rows, w.n, spare)?;
+    record_linear(ex, w, x, &y, out == Out::Bf16)?;
+    Ok(y)
+}
+
+/// Records `y = x W^T` (rounded to bf16 when `round`): a bf16 weight takes x as it is (padded to its depth), the others its act_quant.
+fn record_linear(ex: &mut GpuExecutor, w: &GemmWeight, x: &GpuTensor, y: &GpuTensor, round: bool) -> Result<(), ExecError> {
     if w.fmt == WeightFormat::Bf16 {
         let xp = pad_cols(ex, x, w.kp)?;
-        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), x.rows, &y, 0, out == Out::Bf16)?;
+        record_gemm(ex, w, (&xp.as_ref().unwrap_or(x).buf, None), x.rows, y, 0, round)
     } else {
         let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, (&q, Some(&s)), x.rows, &y, 0, out == Out::Bf16)?;
+        record_gemm(ex, w, (&q, Some(&s)), x.rows, y, 0, round)
     }
-    Ok(y)
 }
 
 /// `y[:, col..] = x W[lo..hi]^T` in f32: act_quant(x) first when `quantize`, else x with scales 1 (no rounding; the caller rounds).
@@ -245,37 +250,29 @@ pub(super) fn cat_gemv(ex: &mut GpuExecutor, x: &GpuTensor, a: &str, b: &str, ro
     if x.rows != 1 {
         return Ok(None);
     }
-    let key = format!("{a}+{b}#cat");
-    if !ex.weights.contains_key(&key) {
-        let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a)?, shapes::gemm_weight(ex.ckpt, b)?);
-        let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment) as usize;
-        let whole = (sa.n + sb.n) * gemm::row_bytes(sa.fmt, sa.k);
-        if sa.fmt != sb.fmt || sa.k != sb.k || !sa.k.is_multiple_of(32) || !sa.n.is_multiple_of(32) || !(4 * sa.n).is_multiple_of(align) || !sb.n.is_multiple_of(4) || whole as u64 > ex.limit {
-            return Ok(None);
-        }
-    }
-    let w = cached(ex, key, |ex| Ok(Weight::Gemm(upload_cat(ex, a, b)?)))?;
-    let Weight::Gemm(w) = &*w else { return Err(ExecError::BadWeight { name: a.into(), problem: "cached as another kind".into() }) };
+    let w = cached(ex, format!("{a}+{b}#cat"), |ex| Ok(Weight::Cat(upload_cat(ex, a, b)?)))?;
+    let Weight::Cat(cat) = &*w else { return Err(ExecError::BadWeight { name: a.into(), problem: "cached as another kind".into() }) };
+    let Some((w, na)) = cat else { return Ok(None) };
     shapes::linear(a, w.k, (x.rows, x.cols))?;
     let y = ex.out(1, w.n)?;
-    if w.fmt == WeightFormat::Bf16 {
-        record_gemm(ex, w, (&x.buf, None), 1, &y, 0, round)?;
-    } else {
-        let (q, s) = act_quant(ex, x)?;
-        record_gemm(ex, w, (&q, Some(&s)), 1, &y, 0, round)?;
-    }
-    Ok(Some((y, shapes::gemm_shape(ex.ckpt, a)?.1)))
+    record_linear(ex, w, x, &y, round)?;
+    Ok(Some((y, *na)))
 }
 
-/// `a`'s and `b`'s weights (same format and depth, `a`'s rows a whole number of fp8 blocks) as one GEMM weight of one part, `b`'s rows after `a`'s.
-fn upload_cat(ex: &GpuExecutor, a: &str, b: &str) -> Result<GemmWeight, ExecError> {
+/// `a`'s and `b`'s weights as one GEMM weight of one part, `b`'s rows after `a`'s, and `a`'s row count; None unless both have one format and depth, whole 32-blocks, `a`'s rows a whole number of fp8 blocks and of binding offsets, and fit one binding.
+fn upload_cat(ex: &GpuExecutor, a: &str, b: &str) -> Result<Option<(GemmWeight, usize)>, ExecError> {
     let (sa, sb) = (shapes::gemm_weight(ex.ckpt, a)?, shapes::gemm_weight(ex.ckpt, b)?);
+    let align = u64::from(ex.gpu.limits.min_storage_buffer_offset_alignment) as usize;
+    let whole = (sa.n + sb.n) * gemm::row_bytes(sa.fmt, sa.k);
+    if sa.fmt != sb.fmt || sa.k != sb.k || !sa.k.is_multiple_of(32) || !sa.n.is_multiple_of(32) || !(4 * sa.n).is_multiple_of(align) || !sb.n.is_multiple_of(4) || whole as u64 > ex.limit {
+        return Ok(None);
+    }
     let w = ex.gpu.upload(&[sa.w, sb.w].concat())?;
     let s = match (sa.s, sb.s) {
         (Some(x), Some(y)) => Some(ex.gpu.upload(&[x, y].concat())?),
         _ => None,
     };
-    Ok(GemmWeight { fmt: sa.fmt, n: sa.n + sb.n, k: sa.k, kp: sa.k, parts: vec![GemmPart { n0: 0, n: sa.n + sb.n, w, s }] })
+    Ok(Some((GemmWeight { fmt: sa.fmt, n: sa.n + sb.n, k: sa.k, kp: sa.k, parts: vec![GemmPart { n0: 0, n: sa.n + sb.n, w, s }] }, sa.n)))
 }
 
 /// `x * s` (a per-row scale of s on every row), then the output rounding.
