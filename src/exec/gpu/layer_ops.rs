@@ -87,9 +87,14 @@ fn qat_kernel(kind: Qat) -> &'static str {
 pub(super) fn compress_pool(ex: &mut GpuExecutor, k: &GpuTensor, g: &GpuTensor, partial: &mut GpuTensor, pending_rows: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
     let hd = k.cols;
     shapes::compress_pool((k.rows, k.cols), (g.rows, g.cols), (partial.rows, partial.cols), pending_rows, ratio)?;
+    pool_of(ex, [Arg::Whole(&k.buf), Arg::Whole(&g.buf)], (k.rows, hd), partial, pending_rows, ratio)
+}
+
+/// Records the gated pooling of the `[rows, hd]` k and g the two arguments bind (shapes already checked).
+fn pool_of(ex: &mut GpuExecutor, kg: [Arg; 2], (rows, hd): (usize, usize), partial: &mut GpuTensor, pending_rows: usize, ratio: usize) -> Result<GpuTensor, ExecError> {
     ex.need("compress_pool", "compress_pool")?;
-    let pooled = ex.out(compressor::pool_groups(k.rows, pending_rows, ratio), hd)?;
-    compressor::record_compress_pool(&mut ex.rec, &k.buf, &g.buf, &partial.buf, &pooled.buf, k.rows, hd, pending_rows, ratio, 0)?;
+    let pooled = ex.out(compressor::pool_groups(rows, pending_rows, ratio), hd)?;
+    compressor::record_compress_pool_args(&mut ex.rec, kg, &partial.buf, &pooled.buf, rows, hd, pending_rows, ratio, 0)?;
     Ok(pooled)
 }
 
@@ -100,11 +105,8 @@ pub(super) fn pooled_linears(ex: &mut GpuExecutor, x: &GpuTensor, m: [&str; 2], 
         return Err(ExecError::BadWeight { name: format!("{}.weight", m[1]), problem: format!("{} outputs, {} has {hd}", y.cols - hd, m[0]) });
     }
     shapes::compress_pool((1, hd), (1, hd), (partial.rows, partial.cols), pending_rows, ratio)?;
-    ex.need("compress_pool", "compress_pool")?;
-    let pooled = ex.out(compressor::pool_groups(1, pending_rows, ratio), hd)?;
     let b = 4 * hd as u64;
-    compressor::record_compress_pool_args(&mut ex.rec, [Arg::Range(&y.buf, 0, b), Arg::Range(&y.buf, b, b)], &partial.buf, &pooled.buf, 1, hd, pending_rows, ratio, 0)?;
-    Ok(Some(pooled))
+    pool_of(ex, [Arg::Range(&y.buf, 0, b), Arg::Range(&y.buf, b, b)], (1, hd), partial, pending_rows, ratio).map(Some)
 }
 
 /// Visible key counts as u32 words.

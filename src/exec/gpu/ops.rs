@@ -219,30 +219,27 @@ pub(super) fn linear_block(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, ro
 
 /// RMSNorm of each row with `module.weight`.
 pub(super) fn rmsnorm(ex: &mut GpuExecutor, x: &GpuTensor, module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
+    rmsnorm_of(ex, Arg::Whole(&x.buf), (x.rows, x.cols), module, eps, out)
+}
+
+/// RMSNorm with `module.weight` of the `[rows, cols]` values `x` binds (a whole tensor, or a range of a wider one).
+fn rmsnorm_of(ex: &mut GpuExecutor, x: Arg, (rows, cols): (usize, usize), module: &str, eps: f32, out: Out) -> Result<GpuTensor, ExecError> {
     ex.need("rmsnorm", "rmsnorm")?;
     let (w, len) = values(ex, &format!("{module}.weight"))?;
-    shapes::rmsnorm(module, len, (x.rows, x.cols))?;
-    let p = RmsNorm { m: x.rows, d: x.cols, eps, bf16_out: out == Out::Bf16 };
-    let y = ex.out(x.rows, x.cols)?;
-    ops::record_rmsnorm(&mut ex.rec, &p, &x.buf, &w, &y.buf, 0)?;
+    shapes::rmsnorm(module, len, (rows, cols))?;
+    let p = RmsNorm { m: rows, d: cols, eps, bf16_out: out == Out::Bf16 };
+    let y = ex.out(rows, cols)?;
+    ops::record_rmsnorm_args(&mut ex.rec, &p, x, &w, &y.buf, 0)?;
     Ok(y)
 }
 
 /// `normed_linears` for one row: one GEMV over both weights (`cat_gemv`), each norm binding its columns of the output; None where `cat_gemv` does not apply (the caller runs them apart).
 pub(super) fn normed_linears(ex: &mut GpuExecutor, x: &GpuTensor, a: [&str; 2], b: [&str; 2], eps: f32) -> Result<Option<(GpuTensor, GpuTensor)>, ExecError> {
     let Some((y, na)) = cat_gemv(ex, x, a[0], b[0], true)? else { return Ok(None) };
-    ex.need("rmsnorm", "rmsnorm")?;
-    let mut out = Vec::with_capacity(2);
-    for (module, (c0, n)) in [(a[1], (0, na)), (b[1], (na, y.cols - na))] {
-        let (nw, len) = values(ex, &format!("{module}.weight"))?;
-        shapes::rmsnorm(module, len, (1, n))?;
-        let o = ex.out(1, n)?;
-        let p = RmsNorm { m: 1, d: n, eps, bf16_out: true };
-        ops::record_rmsnorm_args(&mut ex.rec, &p, Arg::Range(&y.buf, 4 * c0 as u64, 4 * n as u64), &nw, &o.buf, 0)?;
-        out.push(o);
-    }
-    let kv = out.pop();
-    Ok(out.pop().zip(kv))
+    let nb = y.cols - na;
+    let qa = rmsnorm_of(ex, Arg::Range(&y.buf, 0, 4 * na as u64), (1, na), a[1], eps, Out::Bf16)?;
+    let qb = rmsnorm_of(ex, Arg::Range(&y.buf, 4 * na as u64, 4 * nb as u64), (1, nb), b[1], eps, Out::Bf16)?;
+    Ok(Some((qa, qb)))
 }
 
 /// One row through `a` and `b` (same format and depth) as one GEMV over both weights, b's rows after a's: the output `[1, n_a + n_b]` and n_a; None for several rows, or where an fp8 block or a binding offset would straddle the two.
